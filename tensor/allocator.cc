@@ -1,0 +1,99 @@
+#include "tensor/allocator.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "base/env.h"
+
+namespace braid {
+namespace {
+constexpr size_t kAlignment = 64;
+constexpr size_t kSmall = 4096;
+constexpr size_t kLargeGranule = 1u << 20;
+}  // namespace
+
+CpuAllocator& CpuAllocator::instance() {
+  // Leaked on purpose: storages may be released during static destruction.
+  static CpuAllocator* a = new CpuAllocator(
+      static_cast<size_t>(env::parse_size(env::get("BRAID_CPU_CACHE_BYTES").value_or("4G"), "BRAID_CPU_CACHE_BYTES")));
+  return *a;
+}
+
+CpuAllocator::CpuAllocator(size_t cache_limit) : cache_limit_(cache_limit) {}
+
+CpuAllocator::~CpuAllocator() { empty_cache(); }
+
+size_t CpuAllocator::round_size(size_t nbytes) {
+  if (nbytes <= kSmall) return (std::max<size_t>(nbytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  if (nbytes <= kLargeGranule) {
+    size_t p = kSmall;
+    while (p < nbytes) p <<= 1;
+    return p;
+  }
+  return (nbytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
+}
+
+void* CpuAllocator::allocate(size_t nbytes) {
+  const size_t size = round_size(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_blocks_.find(size);
+    if (it != free_blocks_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      stats_.cached_bytes -= size;
+      stats_.allocated_bytes += size;
+      ++stats_.hits;
+      return p;
+    }
+    ++stats_.misses;
+    stats_.allocated_bytes += size;
+  }
+  void* p = std::aligned_alloc(kAlignment, size);
+  if (p == nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.allocated_bytes -= size;
+    }
+    empty_cache();  // retry once with the cache given back
+    p = std::aligned_alloc(kAlignment, size);
+    if (p == nullptr) throw std::bad_alloc();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.allocated_bytes += size;
+  }
+  return p;
+}
+
+void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
+  if (ptr == nullptr) return;
+  const size_t size = round_size(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.allocated_bytes -= size;
+    if (stats_.cached_bytes + size <= cache_limit_) {
+      free_blocks_[size].push_back(ptr);
+      stats_.cached_bytes += size;
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+void CpuAllocator::empty_cache() {
+  std::map<size_t, std::vector<void*>> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks.swap(free_blocks_);
+    stats_.cached_bytes = 0;
+  }
+  for (auto& [size, list] : blocks) {
+    for (void* p : list) std::free(p);
+  }
+}
+
+AllocatorStats CpuAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace braid

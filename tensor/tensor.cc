@@ -1,0 +1,112 @@
+#include "tensor/tensor.h"
+
+#include <fmt/format.h>
+
+#include "tensor/cuda/device_api.h"
+
+namespace braid {
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t range = std::max<int64_t>(ndim, 1);  // a 0-dim tensor accepts dim 0 and -1
+  BRAID_CHECK_ARG(dim >= -range && dim < range,
+                  "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op, -range,
+                  range - 1, dim);
+  return dim < 0 ? dim + range : dim;
+}
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
+  for (int64_t s : shape) {
+    BRAID_CHECK_ARG(s >= 0, "empty: negative dimension {} in shape {}", s, shape_str(shape));
+  }
+  if (options.device.is_cuda()) cuda::check_device(options.device, "empty");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate(static_cast<size_t>(shape_numel(shape)) * braid::element_size(options.dtype),
+                                    options.device);
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = options.dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape, const Shape& strides,
+                            int64_t offset, DType dtype) {
+  BRAID_CHECK_ARG(storage != nullptr, "from_storage: null storage");
+  BRAID_CHECK_EQ(shape.size(), strides.size(), "from_storage: shape {} and strides {} differ in length",
+                 shape_str(shape), shape_str(strides));
+  BRAID_CHECK_ARG(offset >= 0, "from_storage: negative storage offset {}", offset);
+  int64_t max_index = offset;
+  bool empty = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    BRAID_CHECK_ARG(shape[i] >= 0, "from_storage: negative size in shape {}", shape_str(shape));
+    BRAID_CHECK_ARG(strides[i] >= 0, "from_storage: negative stride in strides {}", shape_str(strides));
+    if (shape[i] == 0) empty = true;
+    else max_index += (shape[i] - 1) * strides[i];
+  }
+  const int64_t needed = empty ? 0 : (max_index + 1) * static_cast<int64_t>(braid::element_size(dtype));
+  BRAID_CHECK_ARG(needed <= static_cast<int64_t>(storage->nbytes()),
+                  "from_storage: view {} (strides {}, offset {}, {}) needs {} bytes but the storage has {}",
+                  shape_str(shape), shape_str(strides), offset, dtype, needed, storage->nbytes());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->sizes = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t dim) const { return shape()[static_cast<size_t>(wrap_dim(dim, this->dim(), "size"))]; }
+
+int64_t Tensor::stride(int64_t dim) const {
+  return strides()[static_cast<size_t>(wrap_dim(dim, this->dim(), "stride"))];
+}
+
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  const auto& sz = shape();
+  const auto& st = strides();
+  for (size_t i = sz.size(); i-- > 0;) {
+    if (sz[i] == 1) continue;
+    if (sz[i] == 0) return true;
+    if (st[i] != expected) return false;
+    expected *= sz[i];
+  }
+  return true;
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined tensor";
+  return fmt::format("{}{} {}", dtype(), shape_str(shape()), device());
+}
+
+void* Tensor::data_ptr() const {
+  return static_cast<char*>(storage()->data()) + storage_offset() * static_cast<int64_t>(element_size());
+}
+
+Tensor Tensor::alias() const {
+  auto impl = std::make_shared<TensorImpl>(this->impl());
+  impl->autograd_meta.reset();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace braid
