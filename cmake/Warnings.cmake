@@ -2,7 +2,7 @@
 add_library(braid_warnings INTERFACE)
 target_compile_options(braid_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor
-    -Wcast-align -Wunused -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough>)
+    -Wcast-align -Wunused -Woverloaded-virtual -Wimplicit-fallthrough>)
 if(BRAID_WERROR)
   target_compile_options(braid_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
 endif()

@@ -1,0 +1,330 @@
+#include "store/tcp_store_server.h"
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include <boost/asio.hpp>
+
+#include <deque>
+#include <map>
+#include <set>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "store/tcp_protocol.h"
+
+namespace braid::store {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using wire::Command;
+
+class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer::Impl> {
+ public:
+  Impl(const std::string& host, uint16_t port) : acceptor_(io_) {
+    const auto address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host);
+    const tcp::endpoint ep(address, port);
+    boost::system::error_code ec;
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) BRAID_THROW(CommError, "TCPStore server: cannot listen on {}:{}: {}", host, port, ec.message());
+  }
+
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  asio::io_context& io() { return io_; }
+  void start() { accept_from_loop(); }
+  void stop();
+
+ private:
+  class Session;
+  struct Waiter {
+    std::weak_ptr<Session> session;
+    std::vector<std::string> keys;
+  };
+
+  void accept_from_loop();
+  Bytes handle_from_loop(const std::shared_ptr<Session>& s, Command cmd, wire::Reader& r, bool& deferred);
+  bool has_all_from_loop(const std::vector<std::string>& keys) const {
+    for (const auto& k : keys) {
+      if (data_.find(k) == data_.end()) return false;
+    }
+    return true;
+  }
+  void wake_waiters_from_loop();
+  void set_from_loop(const std::string& key, Bytes value) {
+    data_[key] = std::move(value);
+    wake_waiters_from_loop();
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::map<std::string, Bytes> data_;
+  std::deque<Waiter> waiters_;
+  std::set<std::shared_ptr<Session>> sessions_;
+};
+
+// One client connection: strict request/response, except that a Wait parks the session until its keys
+// exist; meanwhile a one-byte read detects the client hanging up (it never sends during a wait).
+class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Impl& server, tcp::socket socket) : server_(server), socket_(std::move(socket)) {}
+
+  void start() { read_header(); }
+  void close() {
+    boost::system::error_code ec;
+    socket_.close(ec);
+  }
+  void reply(Bytes body) {
+    auto frame = std::make_shared<Bytes>();
+    const auto n = static_cast<uint32_t>(body.size());
+    frame->resize(4);
+    std::memcpy(frame->data(), &n, 4);
+    frame->insert(frame->end(), body.begin(), body.end());
+    asio::async_write(socket_, asio::buffer(*frame), [self = shared_from_this(), frame](auto ec, size_t) {
+      if (ec) return self->drop("write failed: " + ec.message());
+      self->read_header();
+    });
+  }
+  void watch_for_hangup() {
+    waiting_ = true;
+    const uint64_t generation = ++wait_generation_;
+    socket_.async_read_some(asio::buffer(probe_), [self = shared_from_this(), generation](auto ec, size_t) {
+      // end_wait() cancelled this probe (possibly before a later wait began): not a hang-up.
+      if (ec == asio::error::operation_aborted && (!self->waiting_ || generation != self->wait_generation_)) return;
+      // Either the client closed (the normal case after a client-side timeout) or it broke protocol.
+      self->drop(ec ? "client left while waiting" : "client sent data while waiting");
+    });
+  }
+  // The keys arrived: cancel the hang-up probe so that the next request read does not race it.
+  void end_wait() {
+    waiting_ = false;
+    boost::system::error_code ec;
+    socket_.cancel(ec);
+  }
+
+ private:
+  void read_header() {
+    asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](auto ec, size_t) {
+      if (ec) return self->drop("");
+      uint32_t magic = 0, len = 0;
+      std::memcpy(&magic, self->header_.data(), 4);
+      std::memcpy(&len, self->header_.data() + 4, 4);
+      if (magic != wire::kMagic) return self->drop(fmt::format("bad magic 0x{:08x}", magic));
+      if (len == 0 || len > wire::kMaxBody) return self->drop(fmt::format("bad body length {}", len));
+      self->body_.resize(len);
+      self->read_body();
+    });
+  }
+  void read_body() {
+    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](auto ec, size_t) {
+      if (ec) return self->drop("connection lost mid-frame: " + ec.message());
+      self->dispatch();
+    });
+  }
+  void dispatch() {
+    wire::Reader r(body_);
+    const auto cmd = r.u8();
+    bool deferred = false;
+    Bytes out = server_.handle_from_loop(shared_from_this(), static_cast<Command>(cmd.value_or(0)), r, deferred);
+    if (!deferred) reply(std::move(out));
+  }
+  void drop(const std::string& why) {
+    if (!why.empty() && why.find("while waiting") == std::string::npos) {
+      log::get("braid.store")->error("TCPStore server: closing connection: {}", why);
+    }
+    close();
+    server_.sessions_.erase(shared_from_this());
+  }
+
+  Impl& server_;
+  tcp::socket socket_;
+  std::array<uint8_t, 8> header_{};
+  std::array<uint8_t, 1> probe_{};
+  bool waiting_ = false;
+  uint64_t wait_generation_ = 0;
+  Bytes body_;
+};
+
+void TcpStoreServer::Impl::stop() {
+  asio::post(io_, [self = shared_from_this()] {
+    boost::system::error_code ec;
+    self->acceptor_.close(ec);
+    for (auto& s : self->sessions_) s->close();
+    self->io_.stop();
+  });
+}
+
+void TcpStoreServer::Impl::accept_from_loop() {
+  acceptor_.async_accept([self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+    if (ec) return;  // acceptor closed
+    socket.set_option(tcp::no_delay(true), ec);
+    auto session = std::make_shared<Session>(*self, std::move(socket));
+    self->sessions_.insert(session);
+    session->start();
+    self->accept_from_loop();
+  });
+}
+
+void TcpStoreServer::Impl::wake_waiters_from_loop() {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto session = it->session.lock();
+    if (!session) {
+      it = waiters_.erase(it);
+    } else if (has_all_from_loop(it->keys)) {
+      wire::Writer w;
+      w.u8(0);
+      it = waiters_.erase(it);
+      session->end_wait();
+      session->reply(std::move(w.buffer()));
+    } else {
+      ++it;
+    }
+  }
+}
+
+Bytes TcpStoreServer::Impl::handle_from_loop(const std::shared_ptr<Session>& s, Command cmd, wire::Reader& r,
+                                             bool& deferred) {
+  wire::Writer w;
+  auto fail = [&](const std::string& msg) {
+    wire::Writer e;
+    e.u8(1);
+    e.str(msg);
+    return std::move(e.buffer());
+  };
+  switch (cmd) {
+    case Command::Set: {
+      auto key = r.str();
+      auto value = r.bytes();
+      if (!key || !value || !r.done()) break;
+      set_from_loop(*key, std::move(*value));
+      w.u8(0);
+      return std::move(w.buffer());
+    }
+    case Command::Get: {
+      auto key = r.str();
+      if (!key || !r.done()) break;
+      auto it = data_.find(*key);
+      w.u8(0);
+      w.u8(it != data_.end() ? 1 : 0);
+      w.bytes(it != data_.end() ? it->second : Bytes{});
+      return std::move(w.buffer());
+    }
+    case Command::Add: {
+      auto key = r.str();
+      auto delta = r.i64();
+      if (!key || !delta || !r.done()) break;
+      int64_t v = 0;
+      auto it = data_.find(*key);
+      if (it != data_.end()) {
+        try {
+          v = parse_counter(*key, it->second);
+        } catch (const std::exception& e) {
+          return fail(e.what());
+        }
+      }
+      v += *delta;
+      set_from_loop(*key, to_bytes(std::to_string(v)));
+      w.u8(0);
+      w.i64(v);
+      return std::move(w.buffer());
+    }
+    case Command::CompareSet: {
+      auto key = r.str();
+      auto expected = r.bytes();
+      auto desired = r.bytes();
+      if (!key || !expected || !desired || !r.done()) break;
+      auto it = data_.find(*key);
+      Bytes result;
+      if (it == data_.end() && !expected->empty()) {
+        result = *expected;
+      } else if (it != data_.end() && it->second != *expected) {
+        result = it->second;
+      } else {
+        result = *desired;
+        set_from_loop(*key, std::move(*desired));
+      }
+      w.u8(0);
+      w.bytes(result);
+      return std::move(w.buffer());
+    }
+    case Command::Check: {
+      auto keys = r.strs();
+      if (!keys || !r.done()) break;
+      w.u8(0);
+      w.u8(has_all_from_loop(*keys) ? 1 : 0);
+      return std::move(w.buffer());
+    }
+    case Command::Delete: {
+      auto key = r.str();
+      if (!key || !r.done()) break;
+      w.u8(0);
+      w.u8(data_.erase(*key) > 0 ? 1 : 0);
+      return std::move(w.buffer());
+    }
+    case Command::NumKeys: {
+      if (!r.done()) break;
+      w.u8(0);
+      w.i64(static_cast<int64_t>(data_.size()));
+      return std::move(w.buffer());
+    }
+    case Command::Wait: {
+      auto keys = r.strs();
+      if (!keys || !r.done()) break;
+      if (has_all_from_loop(*keys)) {
+        w.u8(0);
+        return std::move(w.buffer());
+      }
+      waiters_.push_back({s, std::move(*keys)});
+      s->watch_for_hangup();
+      deferred = true;
+      return {};
+    }
+    case Command::MultiGet: {
+      auto keys = r.strs();
+      if (!keys || !r.done()) break;
+      if (!has_all_from_loop(*keys)) return fail("multi_get: some keys are missing");
+      w.u8(0);
+      w.u32(static_cast<uint32_t>(keys->size()));
+      for (const auto& k : *keys) w.bytes(data_[k]);
+      return std::move(w.buffer());
+    }
+    case Command::MultiSet: {
+      auto n = r.u32();
+      if (!n) break;
+      std::vector<std::pair<std::string, Bytes>> kv;
+      for (uint32_t i = 0; i < *n; ++i) {
+        auto key = r.str();
+        auto value = r.bytes();
+        if (!key || !value) return fail("malformed multi_set request");
+        kv.emplace_back(std::move(*key), std::move(*value));
+      }
+      if (!r.done()) break;
+      for (auto& [k, v] : kv) data_[k] = std::move(v);
+      wake_waiters_from_loop();
+      w.u8(0);
+      return std::move(w.buffer());
+    }
+  }
+  return fail("malformed request (unknown command or bad fields)");
+}
+
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
+    : impl_(std::make_shared<Impl>(host, port)) {
+  port_ = impl_->port();
+  impl_->start();
+  loop_thread_ = std::thread([impl = impl_] {
+    try {
+      impl->io().run();
+    } catch (const std::exception& e) {
+      log::get("braid.store")->critical("TCPStore server loop died: {}", e.what());
+    }
+  });
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  impl_->stop();
+  if (loop_thread_.joinable()) loop_thread_.join();
+}
+
+}  // namespace braid::store
