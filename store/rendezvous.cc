@@ -64,7 +64,9 @@ void check_rank(int rank, int world_size, const std::string& url) {
 }
 
 std::shared_ptr<Store> tcp_store(const std::string& host, int port, int rank, int world_size, Millis timeout) {
-  BRAID_CHECK_ARG(port > 0 && port < 65536, "rendezvous: port {} is out of range", port);
+  BRAID_CHECK_ARG(port >= 0 && port < 65536, "rendezvous: port {} is out of range", port);
+  // Port 0 lets the master pick a free port; only useful when nobody else has to find it.
+  BRAID_CHECK_ARG(port > 0 || world_size == 1, "rendezvous: port 0 needs world size 1 (got {})", world_size);
   TcpStoreOptions o;
   o.is_master = rank == 0;
   o.world_size = world_size;
