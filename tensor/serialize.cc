@@ -69,8 +69,9 @@ uint32_t header_crc(const uint8_t* header, size_t ndim) {
 // A contiguous CPU copy of `t` (t itself when it already is one).
 Tensor host_contiguous(const Tensor& t, const char* op) {
   BRAID_CHECK_ARG(t.defined(), "{}: cannot serialize an undefined tensor", op);
-  BRAID_CHECK_ARG(t.dim() <= static_cast<int64_t>(kMaxDims), "{}: tensor {} has {} dimensions; the format allows at most {}",
-                  op, t.describe(), t.dim(), kMaxDims);
+  BRAID_CHECK_ARG(t.dim() <= static_cast<int64_t>(kMaxDims),
+                  "{}: tensor {} has {} dimensions; the format allows at most {}", op, t.describe(), t.dim(),
+                  kMaxDims);
   return t.cpu().contiguous();
 }
 
