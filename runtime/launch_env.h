@@ -1,0 +1,32 @@
+// Where this process sits in a job, as told by the launcher's environment: Open MPI's mpirun
+// (OMPI_COMM_WORLD_RANK/SIZE), Slurm's srun (SLURM_PROCID/SLURM_NTASKS) or a generic launcher
+// (RANK/WORLD_SIZE). Only a first step: the runtime's bootstrap builds the full rendezvous on top of it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace braid::runtime {
+
+enum class Launcher { None, OpenMpi, Slurm, Env };
+
+struct LaunchEnv {
+  Launcher launcher = Launcher::None;
+  int rank = 0;
+  int world_size = 1;
+};
+
+// Reads the launchers' variables, first match wins in the order above: mpirun inside a Slurm allocation
+// sets both, and then Open MPI's view is the one that describes this process. A launcher counts only when
+// both its rank and size variables are set. Throws InvalidArgument naming the variable when a value is not
+// an integer or the rank is outside [0, size).
+LaunchEnv detect_launch_env();
+
+// "none", "mpirun", "slurm", "env".
+std::string_view launcher_name(Launcher launcher);
+
+// Stamps every log line with "rank R/W role" when a launcher was detected; a lone process keeps the
+// default "pid N" stamp.
+void stamp_log_identity(const LaunchEnv& env, std::string_view role);
+
+}  // namespace braid::runtime
