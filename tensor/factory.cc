@@ -52,7 +52,18 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
   if (dtype == DType::Int64 && (start.is_floating() || end.is_floating() || step.is_floating())) {
     dtype = DType::Float32;
   }
-  const auto n = static_cast<int64_t>(std::ceil((e - s) / st));
+  auto n = static_cast<int64_t>(std::ceil((e - s) / st));
+  if (start.is_integral() && end.is_integral() && step.is_integral()) {
+    // Integral ranges are sized exactly, as PyTorch does: doubles lose the low bits beyond 2^53.
+    const int64_t is = start.to_int(), ie = end.to_int(), ist = step.to_int();
+    BRAID_CHECK_ARG((ist > 0 && ie >= is) || (ist < 0 && ie <= is),
+                    "arange: upper bound and larger bound inconsistent with step sign (start={}, end={}, step={})",
+                    is, ie, ist);
+    const uint64_t span = ist > 0 ? static_cast<uint64_t>(ie) - static_cast<uint64_t>(is)
+                                  : static_cast<uint64_t>(is) - static_cast<uint64_t>(ie);
+    const uint64_t ustep = ist > 0 ? static_cast<uint64_t>(ist) : 0 - static_cast<uint64_t>(ist);
+    n = static_cast<int64_t>(span / ustep + (span % ustep != 0 ? 1 : 0));
+  }
   Tensor host = Tensor::empty({n}, dtype);
   dispatch(dtype, "arange", [&]<class T>() {
     T* p = host.data<T>();
