@@ -109,4 +109,13 @@ Tensor Tensor::alias() const {
   return Tensor(std::move(impl));
 }
 
+void Tensor::set_data(const Tensor& src) const {
+  BRAID_CHECK_ARG(defined() && src.defined(), "set_data: both tensors must be defined");
+  impl_->storage = src.storage();
+  impl_->sizes = src.shape();
+  impl_->strides = src.strides();
+  impl_->offset = src.storage_offset();
+  impl_->dtype = src.dtype();
+}
+
 }  // namespace braid

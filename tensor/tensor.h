@@ -99,6 +99,10 @@ class Tensor {
   void set_autograd_meta(std::shared_ptr<AutogradMetaBase> meta) const { impl_->autograd_meta = std::move(meta); }
   // A new handle on the same storage and geometry, without autograd metadata.
   Tensor alias() const;
+  // Makes this handle (and every copy of it) refer to `src`'s storage, geometry and dtype, keeping this
+  // tensor's autograd metadata: how modules change a parameter's dtype or device in place, and how FSDP
+  // swaps a parameter between its shard and the gathered full tensor.
+  void set_data(const Tensor& src) const;
 
   // --- Views (share storage; see tensor/views.cc)
   Tensor view(const Shape& shape) const;      // one size may be -1; needs compatible strides
