@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Smoke tests of the `braid` executable: exit codes, --version, --help, info (text and JSON), --log-level,
+and the rank stamp taken from a launcher's environment. Usage: cli_test.py PATH_TO_BRAID"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "RANK",
+                 "WORLD_SIZE", "BRAID_LOG_LEVEL", "BRAID_LOG")
+
+
+def run(braid, args, env_extra=None, launcher=None):
+    # Start from an environment without launcher or log variables: the tests may themselves run inside a
+    # Slurm allocation or under mpirun.
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    env.update(env_extra or {})
+    cmd = (launcher or []) + [braid] + args
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def main():
+    braid = sys.argv[1]
+    failures = []
+
+    def expect(name, cond, result):
+        if not cond:
+            failures.append(f"{name}: rc={result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}")
+
+    r = run(braid, ["--version"])
+    expect("--version", r.returncode == 0 and re.fullmatch(r"braid \d+\.\d+\.\d+ \(\w*\)\n", r.stdout), r)
+
+    r = run(braid, ["--help"])
+    expect("--help", r.returncode == 0 and all(s in r.stdout for s in
+                                               ("distributed deep-learning runtime", "info", "mpirun -np 4",
+                                                "BRAID_LOG_LEVEL", "--log-level", "docs/CONFIG.md")), r)
+
+    r = run(braid, ["info"])
+    expect("info", r.returncode == 0 and all(s in r.stdout for s in
+                                             ("backends", "CUDA", "NCCL", "MPI", "UCX", "Gloo", "BLAS",
+                                              "devices", "cores online", "single process")), r)
+    expect("info mentions cuda devices or why there are none",
+           re.search(r"^  (cuda:\d+ +\S|cuda +no CUDA device: \S)", r.stdout, re.M), r)
+
+    r = run(braid, ["info", "--json"])
+    try:
+        j = json.loads(r.stdout)
+        ok = (r.returncode == 0 and j["braid"]["version"] and j["process"]["launcher"] == "none"
+              and set(j["backends"]) == {"cuda", "nccl", "mpi", "ucx", "gloo", "blas"}
+              and all("built" in b for b in j["backends"].values())
+              and j["devices"]["cpu"]["cores_online"] >= 1
+              and (j["devices"]["cuda"] or j["devices"]["cuda_unavailable"]))
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    expect("info --json", ok, r)
+
+    r = run(braid, ["--log-level", "bogus", "info"])
+    expect("bad --log-level exits 2 naming the level", r.returncode == 2 and "'bogus'" in r.stderr
+           and r.stdout == "", r)
+    r = run(braid, ["info"], {"BRAID_LOG_LEVEL": "nope"})
+    expect("bad BRAID_LOG_LEVEL exits 2", r.returncode == 2 and "BRAID_LOG_LEVEL" in r.stderr, r)
+    r = run(braid, [])
+    expect("no subcommand exits 2", r.returncode == 2 and "subcommand" in r.stderr, r)
+    r = run(braid, ["--no-such-flag"])
+    expect("unknown flag exits 2", r.returncode == 2 and "--no-such-flag" in r.stderr, r)
+
+    r = run(braid, ["info", "--log-level", "debug"], {"RANK": "1", "WORLD_SIZE": "2"})
+    expect("launcher env stamps log lines", r.returncode == 0 and "[rank 1/2]" in r.stderr
+           and "rank 1 of 2 (launched by env)" in r.stdout, r)
+    r = run(braid, ["info"], {"SLURM_PROCID": "5", "SLURM_NTASKS": "2"})
+    expect("rank outside the job exits 2 naming the variable", r.returncode == 2 and "SLURM_PROCID" in r.stderr, r)
+
+    mpirun = shutil.which("mpirun")
+    if mpirun:
+        r = run(braid, ["info"], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+                launcher=[mpirun, "-np", "2", "--oversubscribe"])
+        expect("mpirun -np 2 braid info", r.returncode == 0 and "rank 0 of 2 (launched by mpirun)" in r.stdout
+               and "rank 1 of 2 (launched by mpirun)" in r.stdout, r)
+    else:
+        print("cli_test: mpirun not found, skipping the mpirun case")
+
+    for f in failures:
+        print(f"FAILED {f}\n")
+    print(f"cli_test: {'OK' if not failures else f'{len(failures)} failure(s)'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
