@@ -1,0 +1,46 @@
+#include "autograd/accumulate_grad.h"
+
+#include "autograd/engine.h"
+#include "autograd/variable.h"
+#include "base/check.h"
+
+namespace braid::autograd {
+
+AccumulateGrad::AccumulateGrad(Tensor leaf) : Node({}), leaf_(std::move(leaf)) {}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor g = grads.empty() ? Tensor() : grads[0];
+  if (!g.defined()) return {};
+  AutogradMeta* m = meta(leaf_);
+  BRAID_ASSERT(m != nullptr, "AccumulateGrad for a tensor without autograd metadata");
+  std::vector<GradHook> hooks;
+  std::vector<PostAccumulateHook> post;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    hooks = m->leaf_hooks;
+    post = m->post_accumulate_hooks;
+  }
+  for (auto& hook : hooks) {
+    Tensor replaced = hook(g);
+    if (replaced.defined()) g = replaced;
+  }
+  BRAID_CHECK_ARG(g.shape() == leaf_.shape(), "AccumulateGrad: gradient of shape {} for a leaf of shape {}",
+                  shape_str(g.shape()), shape_str(leaf_.shape()));
+  Tensor total;
+  if (GradSink* sink = current_grad_sink()) {
+    total = sink->accumulate(leaf_, g);
+  } else {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!m->grad.defined()) {
+      // Own the buffer: the incoming gradient may be shared with other leaves or the graph.
+      m->grad = g.to(leaf_.dtype()).clone();
+    } else {
+      m->grad.add_(g);
+    }
+    total = m->grad;
+  }
+  for (auto& hook : post) hook(leaf_, total);
+  return {};
+}
+
+}  // namespace braid::autograd

@@ -1,0 +1,18 @@
+// Where a backward pass puts the gradients of leaves. The default writes into each leaf's .grad;
+// distributed autograd supplies a sink per context so that gradients stay in the context ("not in .grad"),
+// and gradcheck/grad() use a sink that captures them.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace braid::autograd {
+
+class GradSink {
+ public:
+  virtual ~GradSink() = default;
+  // Adds `grad` to what the sink holds for `leaf` and returns the accumulated gradient. Called from the
+  // backward pass's thread; a sink shared by concurrent passes must synchronise itself.
+  virtual Tensor accumulate(const Tensor& leaf, const Tensor& grad) = 0;
+};
+
+}  // namespace braid::autograd
