@@ -9,6 +9,17 @@
 namespace braid::cuda {
 namespace {
 
+// launch.h repeats the DType values for nvcc code, which cannot include dtype.h.
+static_assert(launch::dtype_code::kBool == static_cast<int>(DType::Bool));
+static_assert(launch::dtype_code::kUInt8 == static_cast<int>(DType::UInt8));
+static_assert(launch::dtype_code::kInt8 == static_cast<int>(DType::Int8));
+static_assert(launch::dtype_code::kInt32 == static_cast<int>(DType::Int32));
+static_assert(launch::dtype_code::kInt64 == static_cast<int>(DType::Int64));
+static_assert(launch::dtype_code::kFloat16 == static_cast<int>(DType::Float16));
+static_assert(launch::dtype_code::kBFloat16 == static_cast<int>(DType::BFloat16));
+static_assert(launch::dtype_code::kFloat32 == static_cast<int>(DType::Float32));
+static_assert(launch::dtype_code::kFloat64 == static_cast<int>(DType::Float64));
+
 launch::KernelTensor kt(const Tensor& t) {
   BRAID_CHECK_ARG(t.dim() <= launch::kMaxDims, "CUDA kernels support at most {} dims, got tensor {}",
                   launch::kMaxDims, t.describe());

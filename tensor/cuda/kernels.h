@@ -14,16 +14,21 @@ namespace braid::cuda {
 void copy_strided(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& dst, Scalar value);
 // out <- op(a, b); a and b have the compute dtype (for comparisons: the promoted input dtype), out the
-// result dtype; alpha scales b for Add/Sub.
+// result dtype (bool for comparisons and logical ops); alpha scales b for Add/Sub. For Add/Sub/Mul/Div/Pow
+// on float16/bfloat16, b may instead be float32 (a scalar operand kept unrounded, as the CPU kernels do).
+// Integer arithmetic wraps; Div needs floats; bitwise ops need integral or bool operands.
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha);
-// out <- op(a); out and a have the same dtype (the front end converts integers first where needed).
+// out <- op(a); out and a have the same dtype (the front end converts integers first where needed), except
+// LogicalNot, whose out is bool and whose a may have any dtype.
 void unary(UnaryOp op, const Tensor& out, const Tensor& a);
 // out <- cond ? a : b (cond bool; a, b, out one dtype).
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
-// Reduces the last dimension of the contiguous 2-D `in` [rows, n] into `out` [rows] (contiguous).
-// Sum/Prod/NormP accumulate in float for 16-bit floats; `p` is used by NormP.
+// Reduces the last dimension of the contiguous 2-D `in` [rows, n] into `out` [rows] (contiguous), converting
+// to out's dtype. Accumulators as on the CPU: Sum/NormP in float for 16-bit floats and in double for
+// float32/float64, integers and bool in int64 (wrapping); Max/Min propagate NaN; `p` is used by NormP.
 void reduce_rows(ReduceKind kind, const Tensor& out, const Tensor& in, double p);
-// Index of the max (or min) of each row of the contiguous 2-D `in`; out is int64 [rows].
+// Index of the max (or min) of each row of the contiguous 2-D `in`; out is int64 [rows]. Ties give the
+// first index; the first NaN wins for both argmax and argmin (matching the propagated NaN of max/min).
 void arg_reduce_rows(bool is_max, const Tensor& out, const Tensor& in);
 
 }  // namespace braid::cuda

@@ -10,6 +10,20 @@ namespace braid::cuda::launch {
 
 inline constexpr int kMaxDims = 12;
 
+// The DType values (tensor/dtype.h) that kernels receive as `int dtype`: nvcc code cannot include dtype.h
+// (it pulls in fmt), so the numbers are repeated here and kernels.cc asserts that they agree.
+namespace dtype_code {
+inline constexpr int kBool = 0;
+inline constexpr int kUInt8 = 1;
+inline constexpr int kInt8 = 2;
+inline constexpr int kInt32 = 3;
+inline constexpr int kInt64 = 4;
+inline constexpr int kFloat16 = 5;
+inline constexpr int kBFloat16 = 6;
+inline constexpr int kFloat32 = 7;
+inline constexpr int kFloat64 = 8;
+}  // namespace dtype_code
+
 // One operand: its data pointer, dtype (DType value), and geometry in elements.
 struct KernelTensor {
   void* data = nullptr;
@@ -25,6 +39,9 @@ struct KernelScalar {
   int64_t i = 0;
 };
 
+// Every operand has the output's sizes (inputs already expanded); strides may be anything, including 0.
+// The kernels run on the device that owns the output's memory; each launcher returns after its kernels
+// finished (errors of the kernels themselves surface in its return value). kernels.h states the dtypes.
 const char* copy(const KernelTensor& dst, const KernelTensor& src);
 const char* fill(const KernelTensor& dst, KernelScalar value);
 const char* binary(BinaryOp op, const KernelTensor& out, const KernelTensor& a, const KernelTensor& b,
