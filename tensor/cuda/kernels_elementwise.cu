@@ -37,6 +37,7 @@ __device__ __forceinline__ T from_arith(Arith<T> v) {
 template <class T>
 Arith<T> arith_scalar(KernelScalar s) {
   if constexpr (kIsFloating<T>) return static_cast<Arith<T>>(s.d);
+  else if constexpr (std::is_same_v<T, bool>) return s.d != 0.0;  // as Scalar::to<bool>(): 0.5 is true
   else return static_cast<Arith<T>>(s.i);
 }
 
@@ -57,7 +58,10 @@ template <class T>
 struct AddOp {
   Arith<T> alpha;
   template <class TB>
-  __device__ T operator()(T a, TB b) const { return from_arith<T>(to_arith(a) + mul_rn(alpha, to_arith(b))); }
+  __device__ T operator()(T a, TB b) const {
+    if constexpr (std::is_same_v<T, bool>) return a || (alpha != 0 && b);  // a sum of bools saturates
+    else return from_arith<T>(to_arith(a) + mul_rn(alpha, to_arith(b)));
+  }
 };
 template <class T>
 struct SubOp {
