@@ -3,6 +3,7 @@
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "base/check.h"
+#include "tensor/sparse.h"
 
 namespace braid::autograd {
 
@@ -31,11 +32,16 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     total = sink->accumulate(leaf_, g);
   } else {
     std::lock_guard<std::mutex> lock(m->mu);
-    if (!m->grad.defined()) {
+    if (g.is_sparse()) {
+      // Sparse gradients are immutable values: accumulate by replacing .grad.
+      m->grad = m->grad.defined() ? add_maybe_sparse(m->grad, g) : g;
+    } else if (!m->grad.defined()) {
       // Own the buffer: the incoming gradient may be shared with other leaves or the graph.
       m->grad = g.to(leaf_.dtype()).clone();
+    } else if (m->grad.is_sparse()) {
+      m->grad = add_maybe_sparse(m->grad, g);
     } else {
-      m->grad.add_(g);
+      m->grad.add_(g);  // in place: a .grad that is a view into a DDP bucket stays one
     }
     total = m->grad;
   }

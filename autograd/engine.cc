@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/sparse.h"
 
 namespace braid::autograd {
 namespace {
@@ -36,7 +37,7 @@ class TaskScope {
 // Sums gradients arriving at the same input of a node.
 void accumulate_into(Tensor& slot, const Tensor& grad) {
   if (!grad.defined()) return;
-  slot = slot.defined() ? braid::add(slot, grad) : grad;
+  slot = slot.defined() ? add_maybe_sparse(slot, grad) : grad;
 }
 
 struct ByPriority {
@@ -169,7 +170,7 @@ class CaptureSink final : public GradSink {
     auto it = index_.find(leaf.unsafe_impl());
     if (it == index_.end()) return Tensor();
     Tensor& slot = grads_[it->second];
-    slot = slot.defined() ? braid::add(slot, g) : g.clone();
+    slot = slot.defined() ? add_maybe_sparse(slot, g) : (g.is_sparse() ? g : g.clone());
     return slot;
   }
   TensorList take() { return std::move(grads_); }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "tensor/dispatch.h"
+#include "tensor/ops/elementwise.h"
 
 namespace braid {
 namespace {
@@ -298,6 +299,25 @@ std::string SparseTensor::describe() const {
   if (!defined()) return "undefined sparse tensor";
   return fmt::format("sparse {}{} {} (sparse_dim {}, dense_dim {}, nnz {}{})", dtype(), shape_str(size_),
                      values_.device(), sparse_dim(), dense_dim(), nnz(), coalesced_ ? ", coalesced" : "");
+}
+
+Tensor SparseTensor::to_tensor() const {
+  BRAID_CHECK_ARG(defined(), "SparseTensor::to_tensor: undefined sparse tensor");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = values_.storage();
+  impl->sizes = size_;
+  impl->strides = contiguous_strides(size_);
+  impl->offset = 0;
+  impl->dtype = values_.dtype();
+  impl->sparse = std::make_shared<const SparseTensor>(*this);
+  return Tensor(std::move(impl));
+}
+
+Tensor add_maybe_sparse(const Tensor& a, const Tensor& b) {
+  if (a.is_sparse() && b.is_sparse()) return a.sparse().add(b.sparse()).to_tensor();
+  if (a.is_sparse()) return a.sparse().add_to_dense(b);
+  if (b.is_sparse()) return b.sparse().add_to_dense(a);
+  return braid::add(a, b);
 }
 
 }  // namespace braid

@@ -35,6 +35,8 @@ class SparseTensor {
   // The sparse COO form of a dense tensor (all dims sparse; zeros dropped).
   static SparseTensor from_dense(const Tensor& dense);
   std::string describe() const;
+  // This sparse tensor behind a Tensor handle (Tensor::is_sparse()), e.g. to flow as a gradient.
+  Tensor to_tensor() const;
 
  private:
   Tensor indices_;
@@ -42,5 +44,10 @@ class SparseTensor {
   Shape size_;
   bool coalesced_ = false;
 };
+
+// The SparseTensor behind a sparse Tensor handle; throws for a strided tensor.
+inline const SparseTensor& as_sparse(const Tensor& t) { return t.sparse(); }
+// a + b where either may be sparse: sparse + sparse stays sparse (coalesced), otherwise dense.
+Tensor add_maybe_sparse(const Tensor& a, const Tensor& b);
 
 }  // namespace braid

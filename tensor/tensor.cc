@@ -96,10 +96,17 @@ bool Tensor::is_contiguous() const {
 
 std::string Tensor::describe() const {
   if (!defined()) return "undefined tensor";
-  return fmt::format("{}{} {}", dtype(), shape_str(shape()), device());
+  return fmt::format("{}{} {}{}", dtype(), shape_str(shape()), device(), is_sparse() ? " sparse_coo" : "");
+}
+
+const SparseTensor& Tensor::sparse() const {
+  BRAID_CHECK_ARG(is_sparse(), "sparse(): tensor {} is not a sparse COO tensor", describe());
+  return *impl().sparse;
 }
 
 void* Tensor::data_ptr() const {
+  BRAID_CHECK_ARG(!is_sparse(), "{}: this operation needs strided data but got a sparse COO tensor; convert it with "
+                  "to_dense() first", describe());
   return static_cast<char*>(storage()->data()) + storage_offset() * static_cast<int64_t>(element_size());
 }
 

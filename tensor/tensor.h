@@ -36,6 +36,8 @@ struct TensorOptions {
   TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
 };
 
+class SparseTensor;
+
 // The autograd layer's per-tensor state; opaque to the tensor library.
 struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
@@ -48,6 +50,10 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
   std::shared_ptr<AutogradMetaBase> autograd_meta;
+  // Set for a sparse COO tensor seen through a Tensor handle (sparse gradients travel through autograd and
+  // the collectives this way): sizes is the dense shape, storage is the values' storage, and data_ptr()
+  // refuses, so a strided kernel can never misread it. See tensor/sparse.h.
+  std::shared_ptr<const SparseTensor> sparse;
 };
 
 class Tensor {
@@ -77,6 +83,9 @@ class Tensor {
   size_t element_size() const { return braid::element_size(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   bool is_contiguous() const;
+  // A sparse COO tensor (see tensor/sparse.h: as_sparse() / SparseTensor::to_tensor()).
+  bool is_sparse() const { return impl().sparse != nullptr; }
+  const SparseTensor& sparse() const;
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
   bool shares_storage_with(const Tensor& other) const { return storage() == other.storage(); }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }

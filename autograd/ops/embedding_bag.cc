@@ -4,6 +4,7 @@
 #include "autograd/ops/op_helpers.h"
 #include "tensor/dispatch.h"
 #include "tensor/factory.h"
+#include "tensor/sparse.h"
 
 namespace braid::autograd {
 namespace {
@@ -37,13 +38,44 @@ Bags read_bags(const Tensor& weight, const Tensor& input, const Tensor& offsets)
   return b;
 }
 
+// The sparse weight gradient: row i of the values is the gradient of input position i.
+TensorList sparse_backward(const Bags& bags, EmbeddingBagMode mode, const Tensor& psw, const Tensor& w,
+                           const Tensor& go, const Shape& shape) {
+  const int64_t n = static_cast<int64_t>(bags.index.size()), dim = shape[1];
+  Tensor values = Tensor::empty({n, dim}, go.dtype());
+  Tensor gpsw = psw.defined() ? zeros({n}, go.dtype()) : Tensor();
+  dispatch_floating(go.dtype(), "embedding_bag sparse backward", [&]<class T>() {
+    using Acc = opmath_t<T>;
+    const T* gp = go.data<T>();
+    T* vp = values.data<T>();
+    for (size_t b = 0; b + 1 < bags.start.size(); ++b) {
+      const int64_t lo = bags.start[b], hi = bags.start[b + 1];
+      const Acc div = mode == EmbeddingBagMode::Mean ? static_cast<Acc>(hi - lo) : Acc(1);
+      for (int64_t i = lo; i < hi; ++i) {
+        const Acc scale = (psw.defined() ? static_cast<Acc>(psw.data<T>()[i]) : Acc(1)) / div;
+        for (int64_t d = 0; d < dim; ++d) vp[i * dim + d] = T(scale * static_cast<Acc>(gp[static_cast<int64_t>(b) * dim + d]));
+        if (psw.defined()) {
+          const T* wrow = w.data<T>() + bags.index[i] * dim;
+          Acc dot = 0;
+          for (int64_t d = 0; d < dim; ++d) dot += static_cast<Acc>(gp[static_cast<int64_t>(b) * dim + d]) * static_cast<Acc>(wrow[d]);
+          gpsw.data<T>()[i] = T(dot);
+        }
+      }
+    }
+  });
+  Tensor indices = from_vector(bags.index, {1, n});
+  return {SparseTensor(indices, values, shape).to_tensor(), gpsw};
+}
+
 }  // namespace
 
 Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets, EmbeddingBagMode mode,
-                     const Tensor& per_sample_weights) {
+                     const Tensor& per_sample_weights, bool sparse) {
   BRAID_CHECK_ARG(weight.device().is_cpu(), "embedding_bag: only CPU tensors are supported for now, got {}",
                   weight.describe());
   const Bags bags = read_bags(weight, input, offsets);
+  BRAID_CHECK_ARG(!sparse || mode != EmbeddingBagMode::Max,
+                  "embedding_bag: sparse gradients are not supported with mode max");
   const bool has_psw = per_sample_weights.defined();
   BRAID_CHECK_ARG(!has_psw || mode == EmbeddingBagMode::Sum,
                   "embedding_bag: per_sample_weights was not None. per_sample_weights is only supported for mode='sum'");
@@ -94,8 +126,10 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& of
       "EmbeddingBagBackward", {weight, per_sample_weights}, out,
       {SavedTensor(w, "EmbeddingBagBackward"), SavedTensor(psw, "EmbeddingBagBackward"),
        SavedTensor(argmax, "EmbeddingBagBackward")},
-      [bags, mode, has_psw, nbags, dim, shape = weight.shape()](const TensorList& g, const std::vector<SavedTensor>& s) {
+      [bags, mode, has_psw, nbags, dim, sparse, shape = weight.shape()](const TensorList& g,
+                                                                        const std::vector<SavedTensor>& s) {
         const Tensor go = g[0].contiguous();
+        if (sparse) return sparse_backward(bags, mode, has_psw ? s[1].unpack() : Tensor(), s[0].unpack(), go, shape);
         Tensor gw = zeros(shape, go.dtype());
         Tensor gpsw = has_psw ? zeros({static_cast<int64_t>(bags.index.size())}, go.dtype()) : Tensor();
         dispatch_floating(go.dtype(), "embedding_bag backward", [&]<class T>() {

@@ -30,7 +30,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 enum class EmbeddingBagMode { Sum, Mean, Max };
 // Bags of rows of weight [V, D]: `input` int64 1-D indices, `offsets` int64 [B] start of each bag ->
 // [B, D]. per_sample_weights (same length as input) scale rows, with mode Sum only. Empty bags give 0.
+// With `sparse`, the weight's gradient is a sparse COO tensor with one row per looked-up index
+// (uncoalesced, as PyTorch's sparse=True); not with mode Max.
 Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets, EmbeddingBagMode mode,
-                     const Tensor& per_sample_weights = Tensor());
+                     const Tensor& per_sample_weights = Tensor(), bool sparse = false);
 
 }  // namespace braid::autograd
