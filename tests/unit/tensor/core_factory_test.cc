@@ -114,7 +114,8 @@ TEST_CASE("generator: distributions and bounds", "[core][random]") {
   const auto big = to_vector<int64_t>(randint(INT64_MIN, INT64_MAX, {64}, DType::Int64, &g));
   CHECK(std::set<int64_t>(big.begin(), big.end()).size() == 64);
   CHECK_THROWS_WITH(randint(5, 5, {3}, DType::Int64, &g), Catch::Contains("from=5 >= to=5"));
-  CHECK_THROWS_WITH(rand({3}, DType::Int32), Catch::Contains("rand: expected a floating-point tensor, got dtype int32"));
+  CHECK_THROWS_WITH(rand({3}, DType::Int32),
+                    Catch::Contains("rand: expected a floating-point tensor, got dtype int32"));
   CHECK_THROWS_WITH(randn({3}, DType::Bool), Catch::Contains("randn: expected a floating-point tensor"));
   auto p = to_vector<int64_t>(randperm(50, &g));
   std::sort(p.begin(), p.end());
