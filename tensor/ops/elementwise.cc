@@ -181,19 +181,25 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
 
 void run_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, Scalar b, DType compute) {
   if (out.numel() == 0) return;
-  const Tensor ac = a.to(compute);
-  if (out.is_cuda()) {
-    const Tensor bt = scalar_tensor(b, TensorOptions(compute, out.device()));
-    cuda::binary(op, out, ac.expand(out.shape()), bt.expand(out.shape()), 1);
-    return;
-  }
-  // PyTorch keeps a scalar operand of 16-bit float arithmetic in float (the op's math type); comparisons
-  // and the rest see it converted to the tensor's dtype.
+  // PyTorch keeps a scalar operand of 16-bit float arithmetic in float (the op's math type), so that
+  // x * 0.1 or x + 2049 round once; comparisons and the rest see it converted to the tensor's dtype.
   const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul || op == BinaryOp::Div ||
                           op == BinaryOp::Pow;
   const bool reduced = compute == DType::Float16 || compute == DType::BFloat16;
   const DType hold = arithmetic && reduced ? DType::Float32 : compute;
-  detail::cpu_binary(op, out, ac, scalar_tensor(b, hold), 1);
+  if (out.is_cuda()) {
+    // The CUDA kernels take one dtype for both operands: do such ops in float32 and round once on the copy.
+    const Tensor bt = scalar_tensor(b, TensorOptions(hold, out.device()));
+    if (hold == compute) {
+      cuda::binary(op, out, a.to(compute).expand(out.shape()), bt.expand(out.shape()), 1);
+    } else {
+      const Tensor wide = Tensor::empty(out.shape(), TensorOptions(hold, out.device()));
+      cuda::binary(op, wide, a.to(hold).expand(out.shape()), bt.expand(out.shape()), 1);
+      out.copy_(wide);
+    }
+    return;
+  }
+  detail::cpu_binary(op, out, a.to(compute), scalar_tensor(b, hold), 1);
 }
 
 template <class Context>

@@ -4,7 +4,10 @@
 // tensor's dtype unless Scalar::result_dtype_with() says otherwise. div always produces a floating
 // result (integers divide as float32). Comparisons and logical ops produce bool. In-place forms write
 // into self: the result dtype must be castable to self's dtype (float into an integer tensor is an error,
-// as in PyTorch) and the broadcast shape must equal self's shape.
+// as in PyTorch) and the broadcast shape must equal self's shape; `other` may alias self in any layout.
+// Integer arithmetic wraps; float16/bfloat16 arithmetic is done in float and rounded once (a scalar
+// operand of +, -, *, /, pow is kept in float, as PyTorch does). Unlike PyTorch, 0-dim tensors promote
+// like any other tensor (only Scalars get the wrapped-number rule).
 // Errors name the op and both operands' shapes and dtypes.
 #pragma once
 
@@ -20,7 +23,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor binary(BinaryOp op, const Tensor& a, Scalar b);
 const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha = 1);
 const Tensor& binary_(BinaryOp op, const Tensor& self, Scalar other);
-// Writes op(a, b) into `out` (shape = broadcast shape, dtype = the op's result dtype); no allocation.
+// Writes op(a, b) into `out` (shape = broadcast shape, dtype = the op's result dtype); no allocation when
+// a and b already have the op's compute dtype and do not overlap `out` in a different layout (an
+// overlapping input is copied first; out == a with the same layout is fine).
 const Tensor& binary_out(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor unary(UnaryOp op, const Tensor& a);
 const Tensor& unary_(UnaryOp op, const Tensor& self);

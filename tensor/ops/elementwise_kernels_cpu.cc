@@ -18,6 +18,16 @@
 #include "tensor/dispatch.h"
 #include "tensor/loop.h"
 
+// The typed loops may write through the pointer they read (out == a in place), never ahead of it: the
+// front ends copy inputs that overlap the output in another layout. So iterations are independent.
+#if defined(__clang__)
+#define BRAID_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define BRAID_IVDEP _Pragma("GCC ivdep")
+#else
+#define BRAID_IVDEP
+#endif
+
 namespace braid::detail {
 namespace {
 
@@ -116,7 +126,7 @@ void run_rows(std::index_sequence<I...>, const F& f, const Tensor& out,
     if (s[0] == sizeof(O) && ((s[I + 1] == static_cast<int64_t>(sizeof(In))) && ...)) {
       O* o = reinterpret_cast<O*>(p[0]);
       [&](const In*... x) {
-#pragma GCC ivdep
+BRAID_IVDEP
         for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]...);
       }(reinterpret_cast<const In*>(p[I + 1])...);
       return;
@@ -150,19 +160,19 @@ void run_binary(const F& f, const Tensor& out, const Tensor& a, const Tensor& b)
       const A* x = reinterpret_cast<const A*>(p[1]);
       const B* y = reinterpret_cast<const B*>(p[2]);
       if (s[1] == sizeof(A) && s[2] == sizeof(B)) {
-#pragma GCC ivdep
+BRAID_IVDEP
         for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
         return;
       }
       if (s[1] == sizeof(A) && s[2] == 0) {
         const B yv = *y;
-#pragma GCC ivdep
+BRAID_IVDEP
         for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
         return;
       }
       if (s[1] == 0 && s[2] == sizeof(B)) {
         const A xv = *x;
-#pragma GCC ivdep
+BRAID_IVDEP
         for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
         return;
       }
