@@ -1,0 +1,151 @@
+// Future<T>: a value (or an error) that arrives later, shared by the collectives' Work and the RPC layer.
+//
+// A Future is a handle to shared state: copies observe the same completion. It completes exactly once,
+// with set_value() or set_error(); completing twice throws InternalError. Callbacks registered with
+// add_callback() run exactly once: immediately on the registering thread if the future is already complete,
+// otherwise on the thread that completes it, in registration order, after waiters have been released.
+// then() chains: the returned future completes with the callback's result, or with the callback's
+// exception, or with this future's error (the callback is then not called).
+//
+// Every wait is bounded: wait(timeout) throws TimeoutError naming `what` (set by the producer, e.g.
+// "allreduce #42 on group world") when it runs out (30 minutes when no timeout is given); value()
+// rethrows the stored error.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/check.h"
+#include "base/error.h"
+
+namespace braid {
+
+// The wait bound when a caller gives none: as long as the collectives' default timeout.
+inline constexpr std::chrono::milliseconds kDefaultFutureTimeout{30 * 60 * 1000};
+
+template <class T>
+class Future {
+ public:
+  using Callback = std::function<void(const Future<T>&)>;
+
+  explicit Future(std::string what = "future") : state_(std::make_shared<State>()) { state_->what = std::move(what); }
+
+  // Producer side.
+  void set_value(T value) const { complete(std::move(value), nullptr); }
+  void set_error(std::exception_ptr error) const { complete(std::nullopt, std::move(error)); }
+
+  // Consumer side.
+  bool completed() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->done;
+  }
+  bool has_error() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->done && state_->error != nullptr;
+  }
+  std::exception_ptr error() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->error;
+  }
+  // Blocks until complete or `timeout` passes (TimeoutError). Does not rethrow the future's error.
+  void wait(std::chrono::milliseconds timeout = kDefaultFutureTimeout) const {
+    // Clamp so that "very long" timeouts cannot overflow the clock arithmetic.
+    timeout = std::min(timeout, std::chrono::milliseconds(std::chrono::hours(24 * 365)));
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+      BRAID_THROW(TimeoutError, "{}: timed out after {} ms waiting for completion", state_->what, timeout.count());
+    }
+  }
+  // Waits (up to `timeout`) and returns the value, rethrowing the error if it failed.
+  const T& value(std::chrono::milliseconds timeout = kDefaultFutureTimeout) const {
+    wait(timeout);
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return *state_->value;
+  }
+
+  void add_callback(Callback cb) const {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (!state_->done) {
+        state_->callbacks.push_back(std::move(cb));
+        return;
+      }
+    }
+    cb(*this);
+  }
+
+  // A future of fn(value); errors skip fn and propagate.
+  template <class F>
+  auto then(F fn, std::string what = "then") const -> Future<std::invoke_result_t<F, const T&>> {
+    using U = std::invoke_result_t<F, const T&>;
+    Future<U> next(std::move(what));
+    add_callback([next, fn = std::move(fn)](const Future<T>& self) mutable {
+      if (auto err = self.error()) {
+        next.set_error(err);
+        return;
+      }
+      try {
+        next.set_value(fn(self.value()));
+      } catch (...) {
+        next.set_error(std::current_exception());
+      }
+    });
+    return next;
+  }
+
+  const std::string& what() const { return state_->what; }
+  bool same_as(const Future& other) const { return state_ == other.state_; }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<T> value;
+    std::exception_ptr error;
+    std::vector<Callback> callbacks;
+    std::string what;
+  };
+
+  void complete(std::optional<T> value, std::exception_ptr error) const {
+    std::vector<Callback> callbacks;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      BRAID_ASSERT(!state_->done, "{} completed twice", state_->what);
+      state_->value = std::move(value);
+      state_->error = std::move(error);
+      state_->done = true;
+      callbacks.swap(state_->callbacks);
+    }
+    state_->cv.notify_all();
+    for (auto& cb : callbacks) cb(*this);
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+// Waits for every future (each within the remaining part of `timeout`); rethrows the first error.
+template <class T>
+std::vector<T> wait_all(const std::vector<Future<T>>& futures, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<T> out;
+  out.reserve(futures.size());
+  for (const auto& f : futures) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    out.push_back(f.value(std::max(left, std::chrono::milliseconds(0))));
+  }
+  return out;
+}
+
+}  // namespace braid
