@@ -264,7 +264,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (db <= 2) {
     // A stack of matrices times one matrix is one tall product: fold the batch into the rows.
     const Shape batch(a2.shape().begin(), a2.shape().end() - 2);
-    out = mm(a2.reshape({-1, k}), b2);
+    // Rows spelled out: reshape cannot infer -1 when k == 0.
+    out = mm(a2.reshape({shape_numel(batch) * n, k}), b2);
     out_shape = batch;
   } else {
     const Shape ba(a2.shape().begin(), a2.shape().end() - 2);

@@ -141,7 +141,9 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
                   "split_size can only be 0 if dimension size is 0, but got dimension size of {}", n);
   if (n == 0) return {a.alias()};
   std::vector<Tensor> out;
-  for (int64_t start = 0; start < n; start += split_size) out.push_back(a.narrow(d, start, std::min(split_size, n - start)));
+  for (int64_t start = 0; start < n; start += split_size) {
+    out.push_back(a.narrow(d, start, std::min(split_size, n - start)));
+  }
   return out;
 }
 

@@ -221,7 +221,9 @@ TEST_CASE("linalg: matmul promotes 1-D operands and broadcasts batch dims", "[li
     const Tensor z = matmul(x, y);
     REQUIRE(z.shape() == Shape{2, 4, 5, 2});
     for (int64_t i = 0; i < 2; ++i) {
-      for (int64_t j = 0; j < 4; ++j) check_product(z.select(0, i).select(0, j), x.select(0, i).select(0, 0), y.select(0, j));
+      for (int64_t j = 0; j < 4; ++j) {
+        check_product(z.select(0, i).select(0, j), x.select(0, i).select(0, 0), y.select(0, j));
+      }
     }
     const Tensor yt = random_tensor({4, 2, 3}, dt, g).transpose(1, 2);  // non-contiguous batch operand
     const Tensor z2 = matmul(m34.t(), yt);
@@ -242,6 +244,11 @@ TEST_CASE("linalg: empty shapes", "[linalg]") {
     CHECK(dot(ones({0}, dt), ones({0}, dt)).item<double>() == 0.0);
     CHECK(bmm(ones({0, 2, 3}, dt), ones({0, 3, 4}, dt)).shape() == Shape{0, 2, 4});
     CHECK(matmul(ones({2, 0, 3}, dt), ones({3, 4}, dt)).shape() == Shape{2, 0, 4});
+    const Tensor zk = matmul(ones({2, 3, 0}, dt), ones({0, 4}, dt));
+    CHECK(zk.shape() == Shape{2, 3, 4});
+    CHECK(to_vector<double>(zk) == std::vector<double>(24, 0.0));
+    CHECK(matmul(ones({2, 3, 0}, dt), ones({2, 0, 4}, dt)).shape() == Shape{2, 3, 4});
+    CHECK(matmul(ones({0}, dt), ones({0, 4}, dt)).shape() == Shape{4});
   }
 }
 

@@ -154,7 +154,8 @@ TEST_CASE("reduce: sum over dims matches a naive loop for every dtype", "[reduce
         CHECK(s.dtype() == (is_floating(dt) ? dt : DType::Int64));
         CHECK(s.shape() == reduced_shape(a.shape(), dims, keepdim));
         CHECK(s.is_contiguous());
-        check_values(s, map_groups(group_by(x, a.shape(), dims), ref_sum), rel_tol(dt), dt == DType::Float16 ? 1e-7 : 0);
+        check_values(s, map_groups(group_by(x, a.shape(), dims), ref_sum), rel_tol(dt),
+                     dt == DType::Float16 ? 1e-7 : 0);
       }
     }
   }
@@ -213,8 +214,8 @@ TEST_CASE("reduce: mean and norm match naive loops for floating dtypes", "[reduc
         const Tensor m = mean(a, dims, keepdim);
         CHECK(m.dtype() == dt);
         CHECK(m.shape() == reduced_shape(a.shape(), dims, keepdim));
-        check_values(m, map_groups(groups, [](const Group& gr) { return ref_sum(gr) / static_cast<double>(gr.size()); }),
-                     rel_tol(dt), dt == DType::Float16 ? 1e-7 : 0);
+        const auto ref_mean = [](const Group& gr) { return ref_sum(gr) / static_cast<double>(gr.size()); };
+        check_values(m, map_groups(groups, ref_mean), rel_tol(dt), dt == DType::Float16 ? 1e-7 : 0);
         for (double p : {2.0, 1.0, 0.0, 3.0, 0.5, kInf, -kInf}) {
           INFO("p " << p);
           const Tensor n = norm(a, p, dims, keepdim);
@@ -291,7 +292,8 @@ TEST_CASE("reduce: non-contiguous inputs (transposed, stepped, expanded)", "[red
   for (DType dt : kAllDTypes) {
     INFO(dtype_name(dt));
     const Tensor base = random_tensor({4, 6, 5}, dt, g, -3, 4);
-    const std::vector<Tensor> views = {base.transpose(0, 2), base.slice(1, 1, 6, 2), base.slice(2, 0, 5, 3).permute({2, 0, 1}),
+    const std::vector<Tensor> views = {base.transpose(0, 2), base.slice(1, 1, 6, 2),
+                                       base.slice(2, 0, 5, 3).permute({2, 0, 1}),
                                        base.select(1, 2).unsqueeze(1).expand({4, 3, 5})};
     for (const Tensor& v : views) {
       REQUIRE(!v.is_contiguous());
@@ -307,8 +309,8 @@ TEST_CASE("reduce: non-contiguous inputs (transposed, stepped, expanded)", "[red
                        return 0.0;
                      }), 0);
       }
-      check_values(argmin(v, 1), map_groups(group_by(x, v.shape(), {1}), [](const Group& gr) { return ref_argmax(gr, false); }),
-                   0);
+      const auto ref_argmin = [](const Group& gr) { return ref_argmax(gr, false); };
+      check_values(argmin(v, 1), map_groups(group_by(x, v.shape(), {1}), ref_argmin), 0);
     }
   }
 }
