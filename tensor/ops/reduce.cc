@@ -342,11 +342,13 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
   check_floating(a, "mean");
   const Plan plan = make_plan(a, dims, keepdim, "mean");
   if (a.is_cuda()) {
-    Tensor s = reduce(ReduceKind::Sum, a, dims, keepdim, a.dtype(), "mean");
-    if (s.numel() == 0) return s;
-    const Tensor count = full({}, static_cast<double>(plan.n), TensorOptions(a.dtype(), a.device()));
+    // 16-bit means sum and divide in float32 and round once at the end, as on the CPU.
+    const DType acc = element_size(a.dtype()) == 2 ? DType::Float32 : a.dtype();
+    Tensor s = reduce(ReduceKind::Sum, a, dims, keepdim, acc, "mean");
+    if (s.numel() == 0) return s.to(a.dtype());
+    const Tensor count = full({}, static_cast<double>(plan.n), TensorOptions(acc, a.device()));
     cuda::binary(BinaryOp::Div, s, s, count.expand(s.shape()), 1);
-    return s;
+    return s.to(a.dtype());
   }
   // On the CPU the division happens in the accumulator type, so 16-bit means round once.
   Tensor out = Tensor::empty(plan.out_shape, a.dtype());
