@@ -1,0 +1,34 @@
+#include "collectives/process_group.h"
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+
+namespace braid::collectives {
+
+std::string_view reduce_op_name(ReduceOp op) {
+  switch (op.kind) {
+    case ReduceOp::SUM: return "SUM";
+    case ReduceOp::AVG: return "AVG";
+    case ReduceOp::PRODUCT: return "PRODUCT";
+    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::MAX: return "MAX";
+    case ReduceOp::BAND: return "BAND";
+    case ReduceOp::BOR: return "BOR";
+    case ReduceOp::BXOR: return "BXOR";
+    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+  }
+  return "UNKNOWN";
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::string name) : rank_(rank), size_(size), name_(std::move(name)) {
+  BRAID_CHECK_ARG(size > 0, "ProcessGroup '{}': size must be positive, got {}", name_, size);
+  BRAID_CHECK_ARG(rank >= 0 && rank < size, "ProcessGroup '{}': rank {} is out of range for size {}", name_, rank,
+                  size);
+}
+
+std::string ProcessGroup::describe_op(const std::string& op, uint64_t seq) const {
+  return fmt::format("{} #{} on group '{}' (rank {}/{}, {})", op, seq, name_, rank_, size_, backend_name());
+}
+
+}  // namespace braid::collectives

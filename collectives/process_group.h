@@ -1,0 +1,105 @@
+// ProcessGroup: braid's c10d interface. A group is a fixed set of ranks that run collectives together;
+// every call is asynchronous and returns a Work at once. Backends (collectives/mpi, collectives/gloo,
+// collectives/nccl) implement it; DDP, FSDP and the runtime talk only to this interface.
+//
+// Contracts shared by every backend:
+//   * Arguments are checked before any communication (collectives/checks.h); a bad call throws
+//     InvalidArgument with the seed's substring ("invalid root rank", ...) plus op, group and rank, and
+//     leaves the group usable.
+//   * Ops on one group run in issue order; every rank must issue the same sequence. Posting never blocks.
+//   * Each op gets the next sequence number of the group (equal across ranks for the same op).
+//   * A failed or timed-out op poisons the group (errors are sticky): later calls throw CommError saying
+//     which op failed first.
+//   * Tensor lists follow torch: in-place on the inputs for broadcast/allreduce; see each method.
+//
+// Thread-safety: calls may come from several threads, but the order in which they are issued on each rank
+// must be the same on every rank (as with torch).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/options.h"
+#include "collectives/work.h"
+
+namespace braid::collectives {
+
+class ProcessGroup {
+ public:
+  ProcessGroup(int rank, int size, std::string name);
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+  virtual std::string backend_name() const = 0;
+  // Sequence number of the last op issued on this group (0 before the first).
+  uint64_t sequence_number() const { return seq_.load(); }
+  Millis timeout() const { return timeout_.load(); }
+  void set_timeout(Millis timeout) { timeout_.store(timeout); }
+
+  // The root's `root_tensor` is copied into every tensor of every rank.
+  virtual std::shared_ptr<Work> broadcast(TensorList& tensors, const BroadcastOptions& options = {}) = 0;
+  // Reduces over all tensors of all ranks; every tensor receives the result. Sparse COO tensors
+  // (Tensor::is_sparse) are summed (SUM only) and the result replaces the list entries.
+  virtual std::shared_ptr<Work> allreduce(TensorList& tensors, const AllreduceOptions& options = {}) = 0;
+  // Each list position is reduced separately across ranks (one fused operation).
+  virtual std::shared_ptr<Work> allreduce_coalesced(TensorList& tensors,
+                                                    const AllreduceCoalescedOptions& options = {}) = 0;
+  // Like allreduce, but only the root's tensor is defined afterwards.
+  virtual std::shared_ptr<Work> reduce(TensorList& tensors, const ReduceOptions& options = {}) = 0;
+  // outputs[i] (size ws * n) receives every rank's n inputs, rank-major.
+  virtual std::shared_ptr<Work> allgather(std::vector<TensorList>& outputs, TensorList& inputs,
+                                          const AllgatherOptions& options = {}) = 0;
+  // output = cat(inputs of every rank) along dim 0.
+  virtual std::shared_ptr<Work> allgather_into_tensor(Tensor& output, Tensor& input,
+                                                      const AllgatherOptions& options = {}) = 0;
+  // outputs[r] is rank r's list of inputs.
+  virtual std::shared_ptr<Work> allgather_coalesced(std::vector<TensorList>& outputs, TensorList& inputs,
+                                                    const AllgatherOptions& options = {}) = 0;
+  // The root's outputs[0] (ws tensors) receives every rank's single input; non-roots pass no outputs.
+  virtual std::shared_ptr<Work> gather(std::vector<TensorList>& outputs, TensorList& inputs,
+                                       const GatherOptions& options = {}) = 0;
+  // Every rank's single output receives the root's inputs[0][rank]; non-roots pass no inputs.
+  virtual std::shared_ptr<Work> scatter(TensorList& outputs, std::vector<TensorList>& inputs,
+                                        const ScatterOptions& options = {}) = 0;
+  // outputs[0] receives the reduction over ranks of inputs[0][rank].
+  virtual std::shared_ptr<Work> reduce_scatter(TensorList& outputs, std::vector<TensorList>& inputs,
+                                               const ReduceScatterOptions& options = {}) = 0;
+  // output receives chunk `rank` (along dim 0) of the reduction of every rank's input.
+  virtual std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, Tensor& input,
+                                                      const ReduceScatterOptions& options = {}) = 0;
+  // outputs[r] receives rank r's inputs[this rank].
+  virtual std::shared_ptr<Work> alltoall(TensorList& outputs, TensorList& inputs,
+                                         const AllToAllOptions& options = {}) = 0;
+  // Splits along dim 0 (equal when the split lists are empty).
+  virtual std::shared_ptr<Work> alltoall_single(Tensor& output, Tensor& input, const std::vector<int64_t>& output_splits,
+                                                const std::vector<int64_t>& input_splits,
+                                                const AllToAllOptions& options = {}) = 0;
+  virtual std::shared_ptr<Work> send(TensorList& tensors, int dst_rank, int tag) = 0;
+  virtual std::shared_ptr<Work> recv(TensorList& tensors, int src_rank, int tag) = 0;
+  virtual std::shared_ptr<Work> recv_anysource(TensorList& tensors, int tag) = 0;
+  // Completes after every earlier op on this group has completed, on every rank.
+  virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
+
+  // "allreduce #12 on group 'world' (rank 1/4, gloo)" — used in Work names and errors.
+  std::string describe_op(const std::string& op, uint64_t seq) const;
+
+ protected:
+  // Takes the next sequence number; backends call it once per issued op.
+  uint64_t next_sequence_number() { return seq_.fetch_add(1) + 1; }
+  Millis timeout_for(const std::optional<Millis>& t) const { return t.value_or(timeout()); }
+
+ private:
+  int rank_;
+  int size_;
+  std::string name_;
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<Millis> timeout_{kDefaultCollectiveTimeout};
+};
+
+}  // namespace braid::collectives

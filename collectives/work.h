@@ -1,0 +1,51 @@
+// Work: the handle every collective returns at once. The operation runs in the background; wait() blocks
+// until it finished (rethrowing its error), get_future() gives a Future of the output tensors (what
+// torch's fut.value() holds for that op, see docs and SPEC B.2).
+//
+// Dropping a Work neither cancels nor leaks the operation: the process group keeps it, and its inputs,
+// alive until it completes.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "base/future.h"
+#include "tensor/tensor.h"
+
+namespace braid::collectives {
+
+using TensorList = std::vector<Tensor>;
+
+class Work {
+ public:
+  // `what` names the operation for errors and logs, e.g. "allreduce #12 on group 'world' (rank 1/4)".
+  Work(std::string what, std::chrono::milliseconds default_timeout);
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Waits up to `timeout` (the group's timeout when unset); throws TimeoutError naming the operation,
+  // or the operation's own error.
+  void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  bool is_completed() const { return future_.completed(); }
+  bool is_success() const { return future_.completed() && !future_.has_error(); }
+  std::exception_ptr exception() const { return future_.error(); }
+  Future<TensorList> get_future() const { return future_; }
+  // The outputs (after wait()).
+  const TensorList& result() const { return future_.value(std::chrono::milliseconds(0)); }
+  const std::string& what() const { return future_.what(); }
+
+  // Producer side (backends).
+  void finish(TensorList outputs) { future_.set_value(std::move(outputs)); }
+  void finish_with_error(std::exception_ptr error) { future_.set_error(std::move(error)); }
+
+ private:
+  Future<TensorList> future_;
+  std::chrono::milliseconds default_timeout_;
+};
+
+}  // namespace braid::collectives
