@@ -1,0 +1,233 @@
+#include "nn/serialize.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "base/check.h"
+#include "tensor/serialize.h"
+
+namespace braid::nn {
+namespace {
+
+constexpr size_t kHeaderBytes = 16;
+constexpr size_t kTrailerBytes = 4;
+// A bound on a name's length, so that a corrupt length field cannot ask for gigabytes.
+constexpr uint32_t kMaxNameBytes = 1u << 16;
+
+std::string errno_text() { return std::strerror(errno); }
+
+template <class T>
+void put_le(std::vector<uint8_t>& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
+}
+
+template <class T>
+T get_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+// zlib's crc32 takes a uInt length; feed large buffers in chunks.
+uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t n) {
+  uLong c = crc;
+  while (n > 0) {
+    const size_t len = n < (1u << 30) ? n : (1u << 30);
+    c = ::crc32(c, data, static_cast<uInt>(len));
+    data += len;
+    n -= len;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+// Owns the temporary file until commit(): on any early exit it is closed and removed, so a failed save
+// leaves no stray file and the destination untouched.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path) : path_(path) {
+    static std::atomic<uint64_t> counter{0};
+    tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    BRAID_CHECK_ARG(fd_ >= 0, "save_state_dict('{}'): cannot create temporary file '{}': {}", path_, tmp_,
+                    errno_text());
+  }
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const uint8_t* p, size_t n) {
+    crc_ = crc32_update(crc_, p, n);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) BRAID_THROW(Error, "save_state_dict('{}'): writing '{}' failed: {}", path_, tmp_, errno_text());
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  void write(const std::vector<uint8_t>& bytes) { write(bytes.data(), bytes.size()); }
+  uint32_t crc() const { return crc_; }
+
+  void commit() {
+    if (::fsync(fd_) != 0) BRAID_THROW(Error, "save_state_dict('{}'): fsync failed: {}", path_, errno_text());
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) BRAID_THROW(Error, "save_state_dict('{}'): close failed: {}", path_, errno_text());
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      BRAID_THROW(Error, "save_state_dict('{}'): renaming '{}' into place failed: {}", path_, tmp_, errno_text());
+    }
+    committed_ = true;
+    // Make the rename itself durable. Best effort: some filesystems refuse to fsync a directory.
+    const auto slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  uint32_t crc_ = 0;
+};
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  BRAID_CHECK_ARG(fd >= 0, "load_state_dict_file('{}'): cannot open: {}", path, errno_text());
+  std::vector<uint8_t> bytes;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
+  uint8_t buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      BRAID_THROW(InvalidArgument, "load_state_dict_file('{}'): read failed: {}", path, why);
+    }
+    if (r == 0) break;
+    bytes.insert(bytes.end(), buf, buf + r);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+}  // namespace
+
+void save_state_dict(const StateDict& state, const std::string& path) {
+  // Validate everything first: a bad entry must not cost the existing file.
+  std::set<std::string> names;
+  for (const auto& [name, t] : state) {
+    BRAID_CHECK_ARG(!name.empty(), "save_state_dict('{}'): an entry has an empty name", path);
+    BRAID_CHECK_ARG(name.size() <= kMaxNameBytes, "save_state_dict('{}'): name of {} bytes is too long (at most {})",
+                    path, name.size(), kMaxNameBytes);
+    BRAID_CHECK_ARG(names.insert(name).second, "save_state_dict('{}'): duplicate name '{}'", path, name);
+    BRAID_CHECK_ARG(t.defined(), "save_state_dict('{}'): '{}' is an undefined tensor", path, name);
+    BRAID_CHECK_ARG(!t.is_sparse(), "save_state_dict('{}'): '{}' is a sparse tensor; state dicts hold dense tensors",
+                    path, name);
+  }
+  AtomicFile file(path);
+  std::vector<uint8_t> buf;
+  buf.reserve(1 << 16);
+  put_le<uint32_t>(buf, kStateDictMagic);
+  put_le<uint16_t>(buf, kStateDictFormatVersion);
+  put_le<uint16_t>(buf, 0);
+  put_le<uint64_t>(buf, state.size());
+  file.write(buf);
+  for (const auto& [name, t] : state) {
+    buf.clear();
+    put_le<uint32_t>(buf, static_cast<uint32_t>(name.size()));
+    buf.insert(buf.end(), name.begin(), name.end());
+    serialize_into(t, buf);
+    file.write(buf);
+  }
+  buf.clear();
+  put_le<uint32_t>(buf, file.crc());
+  file.write(buf);
+  file.commit();
+}
+
+StateDict load_state_dict_file(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  const size_t size = bytes.size();
+  const uint8_t* p = bytes.data();
+  // Magic and version come before the checksum so that a foreign or newer file gets the specific error.
+  BRAID_CHECK_ARG(size >= 4, "load_state_dict_file('{}'): file is truncated ({} bytes; not a state-dict file)",
+                  path, size);
+  const auto magic = get_le<uint32_t>(p);
+  BRAID_CHECK_ARG(magic == kStateDictMagic,
+                  "load_state_dict_file('{}'): bad magic 0x{:08x} (expected 0x{:08x}, \"BRSD\"): not a braid "
+                  "state-dict file", path, magic, kStateDictMagic);
+  BRAID_CHECK_ARG(size >= kHeaderBytes + kTrailerBytes,
+                  "load_state_dict_file('{}'): file is truncated ({} bytes, the header and checksum alone take {})",
+                  path, size, kHeaderBytes + kTrailerBytes);
+  const auto version = get_le<uint16_t>(p + 4);
+  BRAID_CHECK_ARG(version == kStateDictFormatVersion,
+                  "load_state_dict_file('{}'): unsupported format version {} (this build reads version {})", path,
+                  version, kStateDictFormatVersion);
+  const auto flags = get_le<uint16_t>(p + 6);
+  BRAID_CHECK_ARG(flags == 0, "load_state_dict_file('{}'): unsupported flags 0x{:04x}", path, flags);
+  const size_t body = size - kTrailerBytes;
+  const auto stored_crc = get_le<uint32_t>(p + body);
+  const uint32_t actual_crc = crc32_update(0, p, body);
+  BRAID_CHECK_ARG(stored_crc == actual_crc,
+                  "load_state_dict_file('{}'): checksum mismatch (stored 0x{:08x}, computed 0x{:08x}): the file is "
+                  "truncated or corrupt", path, stored_crc, actual_crc);
+
+  // The checksum matched, so what follows guards against a file written wrongly, not against bit rot.
+  const auto count = get_le<uint64_t>(p + 8);
+  // Each entry takes at least a name length, one name byte and a tensor header.
+  const uint64_t min_entry = 4 + 1 + kTensorHeaderFixedBytes;
+  BRAID_CHECK_ARG(count <= (body - kHeaderBytes) / min_entry,
+                  "load_state_dict_file('{}'): entry count {} does not fit in {} bytes", path, count, size);
+  StateDict out;
+  out.reserve(static_cast<size_t>(count));
+  std::set<std::string> names;
+  size_t at = kHeaderBytes;
+  for (uint64_t i = 0; i < count; ++i) {
+    BRAID_CHECK_ARG(body - at >= 4, "load_state_dict_file('{}'): entry {} of {} is truncated", path, i, count);
+    const auto len = get_le<uint32_t>(p + at);
+    at += 4;
+    BRAID_CHECK_ARG(len > 0 && len <= kMaxNameBytes && len <= body - at,
+                    "load_state_dict_file('{}'): entry {} has a bad name length {}", path, i, len);
+    std::string name(reinterpret_cast<const char*>(p + at), len);
+    at += len;
+    BRAID_CHECK_ARG(names.insert(name).second, "load_state_dict_file('{}'): duplicate name '{}'", path, name);
+    DeserializeResult r;
+    try {
+      r = deserialize_prefix(std::span<const uint8_t>(p + at, body - at));
+    } catch (const InvalidArgument& e) {
+      BRAID_THROW(InvalidArgument, "load_state_dict_file('{}'): tensor '{}': {}", path, name, e.what());
+    }
+    at += r.bytes_read;
+    out.emplace_back(std::move(name), std::move(r.tensor));
+  }
+  BRAID_CHECK_ARG(at == body, "load_state_dict_file('{}'): {} unexpected bytes after the last of {} entries", path,
+                  body - at, count);
+  return out;
+}
+
+void save(const Module& module, const std::string& path) { save_state_dict(module.state_dict(), path); }
+
+void load(Module& module, const std::string& path, bool strict) {
+  module.load_state_dict(load_state_dict_file(path), strict);
+}
+
+}  // namespace braid::nn
