@@ -3,8 +3,10 @@
 // dense row. That costs at most one copy and lets the CPU kernels and cuda::reduce_rows share the plan.
 #include "tensor/ops/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
@@ -31,7 +33,7 @@ const char* torch_type_name(DType d) {
 
 struct Plan {
   Shape out_shape;
-  Shape perm;             // kept dims, then reduced dims
+  Shape perm;                         // kept dims, then reduced dims
   std::vector<int64_t> reduced_dims;  // wrapped, in the order given
   int64_t rows = 1;
   int64_t n = 1;
@@ -100,8 +102,8 @@ void check_floating(const Tensor& a, const char* op) {
 
 // --- row kernels (contiguous rows of length n)
 
-// The accumulator of sums: float32 sums in double so that million-element sums keep float32 accuracy,
-// 16-bit floats in float, integers in uint64 (wrapping like the narrower type, without signed overflow).
+// The accumulator of floating sums: float32 sums in double so that million-element sums keep float32
+// accuracy, 16-bit floats in float (rounded once at the end).
 template <class T> struct SumAcc { using type = double; };
 template <> struct SumAcc<Half> { using type = float; };
 template <> struct SumAcc<BFloat16> { using type = float; };
