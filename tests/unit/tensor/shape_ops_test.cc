@@ -56,6 +56,7 @@ TEST_CASE("shape_ops: cat matches a naive loop for every dtype and dim", "[shape
         parts.push_back(random_tensor(s, dt, g));
       }
       parts[1] = parts[1].transpose(0, 2).contiguous().transpose(0, 2);  // a non-contiguous input
+      parts[2] = parts[2].select(1, 0).unsqueeze(1).expand(parts[2].shape());  // an expanded one
       const Tensor c = cat(parts, dim);
       Shape want_shape = {2, 3, 4};
       want_shape[d] = 6;
@@ -218,6 +219,15 @@ TEST_CASE("shape_ops: gather matches a naive loop for every dtype", "[shape_ops]
       const Tensor at = a.transpose(0, 2).contiguous().transpose(0, 2);
       const Tensor it = index.transpose(0, 1).contiguous().transpose(0, 1);
       CHECK(values(gather(at, dim, it)) == values(gather(a, dim, index)));
+      // An expanded self (zero strides) reads the broadcast values.
+      const Tensor ae = a.select(0, 1).unsqueeze(0).expand(a.shape());
+      const auto aev = values(ae);
+      const auto gv = values(gather(ae, dim, index));
+      for_each_index(ishape, [&](const Shape& idx) {
+        Shape src = idx;
+        src[d] = iv[offset_of(ishape, idx)];
+        CHECK(gv[offset_of(ishape, idx)] == aev[offset_of(a.shape(), src)]);
+      });
     }
   }
   CHECK(gather(scalar_tensor(3.0), 0, scalar_tensor(0, DType::Int64)).item<double>() == 3.0);
@@ -330,6 +340,12 @@ TEST_CASE("shape_ops: errors name the op and the offending values", "[shape_ops]
   REQUIRE_THROWS_WITH(scatter_add(self, 0, zeros({1, 4}), ones({1, 4})), Catch::Contains("Expected dtype int64"));
   REQUIRE_THROWS_WITH(scatter_add_(self, 0, zeros({4}, DType::Int64), ones({4})),
                       Catch::Contains("Index tensor must have the same number of dimensions"));
+  REQUIRE_THROWS_WITH(scatter_add_(self, 0, zeros({1, 4}, DType::Int64), ones({4})),
+                      Catch::Contains("Index tensor must have the same number of dimensions as src tensor"));
+  REQUIRE_THROWS_WITH(index_select(scalar_tensor(1.0), 0, zeros({2}, DType::Int64)),
+                      Catch::Contains("Index to scalar can have only 1 value, got 2 value(s)"));
+  REQUIRE_THROWS_WITH(cat({zeros({2}), Tensor()}), Catch::Contains("tensor number 1 in the list is undefined"));
+  REQUIRE_THROWS_WITH(stack({zeros({2}), Tensor()}), Catch::Contains("tensor number 1 in the list is undefined"));
 }
 
 }  // namespace braid
