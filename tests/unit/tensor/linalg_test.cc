@@ -286,7 +286,8 @@ TEST_CASE("linalg: errors name the op and both operands", "[linalg]") {
                       Catch::Contains("expected both vectors to have same dtype, but found Float and Double"));
   REQUIRE_THROWS_WITH(mv(a, zeros({4})), Catch::Contains("size mismatch, got mat (2x3), vec (4)"));
   REQUIRE_THROWS_WITH(mv(a, a), Catch::Contains("mv: vector + matrix @ vector expected, got 2D and 2D"));
-  REQUIRE_THROWS_WITH(mv(a, zeros({3}, DType::Int64)), Catch::Contains("mv: expected scalar type Float but found Long"));
+  REQUIRE_THROWS_WITH(mv(a, zeros({3}, DType::Int64)),
+                      Catch::Contains("mv: expected scalar type Float but found Long"));
   REQUIRE_THROWS_WITH(mm(a, Tensor()), Catch::Contains("mm: mat1 and mat2 must be defined tensors"));
   REQUIRE_THROWS_WITH(mm_out(Tensor(), a, zeros({3, 2})), Catch::Contains("mm_out: out must be a defined CPU tensor"));
   REQUIRE_THROWS_WITH(dot(Tensor(), a), Catch::Contains("dot: arguments must be defined tensors"));
