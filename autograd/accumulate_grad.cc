@@ -1,5 +1,7 @@
 #include "autograd/accumulate_grad.h"
 
+#include <limits>
+
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "base/check.h"
@@ -7,7 +9,10 @@
 
 namespace braid::autograd {
 
-AccumulateGrad::AccumulateGrad(Tensor leaf) : Node({}), leaf_(std::move(leaf)) {}
+// The highest priority: the engine runs an accumulator as soon as its gradient is complete (PyTorch does
+// the same), so post-accumulate hooks fire early even when the accumulator is older than the graph.
+AccumulateGrad::AccumulateGrad(Tensor leaf)
+    : Node({}, std::numeric_limits<uint64_t>::max()), leaf_(std::move(leaf)) {}
 
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   Tensor g = grads.empty() ? Tensor() : grads[0];
@@ -27,6 +32,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   }
   BRAID_CHECK_ARG(g.shape() == leaf_.shape(), "AccumulateGrad: gradient of shape {} for a leaf of shape {}",
                   shape_str(g.shape()), shape_str(leaf_.shape()));
+  // A leaf's gradient has the leaf's dtype (PyTorch casts it too): an op that promoted (float32 leaf plus a
+  // float64 tensor) hands back a float64 gradient, which a sink or grad() would otherwise keep.
+  if (!g.is_sparse() && g.dtype() != leaf_.dtype()) g = g.to(leaf_.dtype());
+  std::lock_guard<std::mutex> accumulating(accumulate_mu_);
   Tensor total;
   if (GradSink* sink = current_grad_sink()) {
     total = sink->accumulate(leaf_, g);
@@ -37,7 +46,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
       m->grad = m->grad.defined() ? add_maybe_sparse(m->grad, g) : g;
     } else if (!m->grad.defined()) {
       // Own the buffer: the incoming gradient may be shared with other leaves or the graph.
-      m->grad = g.to(leaf_.dtype()).clone();
+      m->grad = g.clone();
     } else if (m->grad.is_sparse()) {
       m->grad = add_maybe_sparse(m->grad, g);
     } else {
@@ -45,7 +54,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     }
     total = m->grad;
   }
-  for (auto& hook : post) hook(leaf_, total);
+  // A sink that accumulated nothing (grad() only captures) returns undefined: no hook fires then.
+  if (total.defined()) {
+    for (auto& hook : post) hook(leaf_, total);
+  }
   return {};
 }
 

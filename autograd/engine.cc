@@ -40,8 +40,18 @@ void accumulate_into(Tensor& slot, const Tensor& grad) {
   slot = slot.defined() ? add_maybe_sparse(slot, grad) : grad;
 }
 
+// A ready node and when it became ready: equal sequence numbers (the accumulators all have the maximum)
+// run in the order they became ready, so the pass stays deterministic.
+struct ReadyNode {
+  Node* node;
+  uint64_t order;
+};
+
 struct ByPriority {
-  bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+  bool operator()(const ReadyNode& a, const ReadyNode& b) const {
+    if (a.node->sequence_nr() != b.node->sequence_nr()) return a.node->sequence_nr() < b.node->sequence_nr();
+    return a.order > b.order;
+  }
 };
 
 std::unordered_map<Node*, int> count_dependencies(const std::vector<Edge>& roots) {
@@ -82,7 +92,8 @@ void run_backward(const std::vector<Edge>& roots, const TensorList& root_grads, 
   auto deps = count_dependencies(roots);
   std::unordered_map<Node*, TensorList> buffers;
   std::unordered_map<Node*, std::shared_ptr<Node>> keep_alive;
-  std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
+  std::priority_queue<ReadyNode, std::vector<ReadyNode>, ByPriority> ready;
+  uint64_t ready_count = 0;
 
   for (size_t i = 0; i < roots.size(); ++i) {
     if (!roots[i].valid()) continue;
@@ -93,12 +104,18 @@ void run_backward(const std::vector<Edge>& roots, const TensorList& root_grads, 
     if (buf.size() <= roots[i].input_nr) buf.resize(roots[i].input_nr + 1);
     accumulate_into(buf[roots[i].input_nr], root_grads[i]);
   }
-  for (auto& [n, buf] : buffers) {
-    if (deps[n] == 0) ready.push(n);
+  // In root order, not the hash map's: the order of equal-priority roots must not depend on addresses.
+  std::unordered_map<Node*, bool> queued;
+  for (const Edge& root : roots) {
+    Node* n = root.function.get();
+    if (n != nullptr && deps[n] == 0 && !queued[n]) {
+      queued[n] = true;
+      ready.push({n, ready_count++});
+    }
   }
 
   while (!ready.empty()) {
-    Node* n = ready.top();
+    Node* n = ready.top().node;
     ready.pop();
     TensorList inputs = std::move(buffers[n]);
     buffers.erase(n);
@@ -116,7 +133,7 @@ void run_backward(const std::vector<Edge>& roots, const TensorList& root_grads, 
         buf.resize(std::max<size_t>(next->num_inputs(), e.input_nr + 1));
       }
       accumulate_into(buf[e.input_nr], outputs[i]);
-      if (--deps[next] == 0) ready.push(next);
+      if (--deps[next] == 0) ready.push({next, ready_count++});
     }
   }
 
@@ -171,7 +188,8 @@ class CaptureSink final : public GradSink {
     if (it == index_.end()) return Tensor();
     Tensor& slot = grads_[it->second];
     slot = slot.defined() ? add_maybe_sparse(slot, g) : (g.is_sparse() ? g : g.clone());
-    return slot;
+    // Capturing is not accumulating: post-accumulate hooks (DDP's) must not fire for grad().
+    return Tensor();
   }
   TensorList take() { return std::move(grads_); }
 

@@ -10,8 +10,10 @@ namespace braid::autograd {
 class GradSink {
  public:
   virtual ~GradSink() = default;
-  // Adds `grad` to what the sink holds for `leaf` and returns the accumulated gradient. Called from the
-  // backward pass's thread; a sink shared by concurrent passes must synchronise itself.
+  // Adds `grad` to what the sink holds for `leaf` and returns the accumulated gradient, which the leaf's
+  // post-accumulate hooks then see; returning an undefined tensor means nothing was accumulated and no
+  // post-accumulate hook fires (grad() does that). Called from the backward pass's thread; a sink shared
+  // by concurrent passes must synchronise itself.
   virtual Tensor accumulate(const Tensor& leaf, const Tensor& grad) = 0;
 };
 

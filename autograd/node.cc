@@ -10,19 +10,30 @@ std::atomic<uint64_t> next_sequence_nr{0};
 Node::Node(std::vector<Edge> next_edges)
     : next_edges_(std::move(next_edges)), sequence_nr_(next_sequence_nr.fetch_add(1)) {}
 
+Node::Node(std::vector<Edge> next_edges, uint64_t sequence_nr)
+    : next_edges_(std::move(next_edges)), sequence_nr_(sequence_nr) {}
+
 void Node::add_pre_hook(uint32_t output_nr, GradHook hook) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(hooks_mu_);
   pre_hooks_.emplace_back(output_nr, std::move(hook));
 }
 
 void Node::add_post_hook(std::function<void(const TensorList&)> hook) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(hooks_mu_);
   post_hooks_.push_back(std::move(hook));
 }
 
 TensorList Node::run(TensorList grads) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [nr, hook] : pre_hooks_) {
+  // Hooks run on copies of the lists and without a lock: a hook that starts a backward pass through this
+  // node (re-entrant, or on another thread it waits for) must not find the node locked.
+  std::vector<std::pair<uint32_t, GradHook>> pre_hooks;
+  std::vector<std::function<void(const TensorList&)>> post_hooks;
+  {
+    std::lock_guard<std::mutex> lock(hooks_mu_);
+    pre_hooks = pre_hooks_;
+    post_hooks = post_hooks_;
+  }
+  for (auto& [nr, hook] : pre_hooks) {
     if (nr < grads.size() && grads[nr].defined()) {
       Tensor replaced = hook(grads[nr]);
       if (replaced.defined()) {
@@ -36,7 +47,7 @@ TensorList Node::run(TensorList grads) {
   TensorList out = apply(std::move(grads));
   BRAID_ASSERT(out.size() == next_edges_.size(), "{} returned {} gradients for {} inputs", name(), out.size(),
                next_edges_.size());
-  for (auto& hook : post_hooks_) hook(out);
+  for (auto& hook : post_hooks) hook(out);
   return out;
 }
 
@@ -66,15 +77,21 @@ const Tensor& SavedTensor::unpack() const {
 
 FunctionNode::FunctionNode(std::string name, std::vector<Edge> next_edges, std::vector<SavedTensor> saved,
                            Backward backward)
-    : Node(std::move(next_edges)), name_(std::move(name)), saved_(std::move(saved)), backward_(std::move(backward)) {}
+    : Node(std::move(next_edges)), name_(std::move(name)), saved_(std::move(saved)), backward_(std::move(backward)) {
+  for (const SavedTensor& s : saved_) had_saved_ = had_saved_ || s.defined();
+}
 
 void FunctionNode::release_variables() {
+  std::lock_guard<std::mutex> lock(mu_);
   Node::release_variables();
   saved_.clear();
 }
 
 TensorList FunctionNode::apply(TensorList&& grads) {
-  if (released_) throw_released(name_);
+  std::lock_guard<std::mutex> lock(mu_);
+  // As in PyTorch, only freed saved tensors make a second run fail: a rule that saved nothing (add, sum,
+  // views, mul by a scalar) can run again.
+  if (released_ && had_saved_) throw_released(name_);
   return backward_(grads, saved_);
 }
 

@@ -7,12 +7,16 @@
 //
 // Nodes carry a sequence number (creation order, process-wide): the engine runs ready nodes with higher
 // numbers first, so the order of a backward pass is deterministic (DDP's bucket readiness relies on it).
+// AccumulateGrad nodes take the highest number, as in PyTorch: a leaf's gradient is accumulated (and its
+// post-accumulate hooks fire) as soon as it is complete, however old the leaf's accumulator is.
 //
 // Hooks: pre-hooks see (and may replace) the gradient arriving for one output of the node before it runs;
 // post-hooks see the gradients the node produced for its inputs. Tensor hooks are pre-hooks.
 //
-// Thread-safety: apply() runs under the node's mutex, so two backward passes that share a node (with
-// retain_graph) never run it concurrently. Hook lists are changed only while no backward runs the node.
+// Thread-safety: a FunctionNode's apply() runs under the node's mutex, so two backward passes that share
+// it (with retain_graph) never run its rule concurrently; AccumulateGrad has its own accumulation lock
+// (see accumulate_grad.h). Hooks run outside any node lock, so a hook may start another backward pass, even one
+// through the node whose hook is running; hooks shared by concurrent passes must be thread-safe themselves.
 #pragma once
 
 #include <atomic>
@@ -42,6 +46,8 @@ using GradHook = std::function<Tensor(const Tensor& grad)>;
 class Node : public std::enable_shared_from_this<Node> {
  public:
   explicit Node(std::vector<Edge> next_edges = {});
+  // With an explicit sequence number (AccumulateGrad: the maximum, to run as soon as it is ready).
+  Node(std::vector<Edge> next_edges, uint64_t sequence_nr);
   virtual ~Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -50,8 +56,9 @@ class Node : public std::enable_shared_from_this<Node> {
   TensorList run(TensorList grads);
 
   virtual std::string name() const = 0;
-  // Frees what backward needed (saved tensors); a later run() throws the "backward through the graph a
-  // second time" error. Called by the engine after the node ran when retain_graph is false.
+  // Frees what backward needed (saved tensors); a later run() of a node that had saved tensors throws the
+  // "backward through the graph a second time" error. Called by the engine after the node ran when
+  // retain_graph is false.
   virtual void release_variables() { released_ = true; }
   bool released() const { return released_; }
 
@@ -76,7 +83,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Edge> next_edges_;
   uint32_t num_inputs_ = 1;
   uint64_t sequence_nr_;
-  std::mutex mu_;
+  std::mutex hooks_mu_;  // guards the hook lists only; never held while a hook runs
   std::vector<std::pair<uint32_t, GradHook>> pre_hooks_;
   std::vector<std::function<void(const TensorList&)>> post_hooks_;
 };
@@ -113,7 +120,9 @@ class FunctionNode final : public Node {
 
  private:
   std::string name_;
-  std::vector<SavedTensor> saved_;
+  std::mutex mu_;                    // serialises the rule and the release of saved_
+  std::vector<SavedTensor> saved_;   // GUARDED_BY(mu_)
+  bool had_saved_ = false;           // whether running after release_variables() must fail
   Backward backward_;
 };
 
