@@ -106,14 +106,21 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = braid::cat(tensors, dim);
   std::vector<int64_t> sizes;
+  std::vector<bool> skipped;
   const int64_t d = wrap_dim(dim, out.dim(), "cat");
-  for (const Tensor& t : tensors) sizes.push_back(t.dim() == 1 && t.numel() == 0 && out.dim() > 1 ? 0 : t.size(d));
-  return record("CatBackward", tensors, out, {}, [sizes, d](const TensorList& g, const std::vector<SavedTensor>&) {
+  for (const Tensor& t : tensors) {
+    // braid::cat skips 1-D empty tensors whatever the other shapes are; their gradient is empty too.
+    skipped.push_back(t.dim() == 1 && t.numel() == 0);
+    sizes.push_back(skipped.back() ? 0 : t.size(d));
+  }
+  return record("CatBackward", tensors, out, {}, [sizes, skipped, d](const TensorList& g, const std::vector<SavedTensor>&) {
     TensorList out_grads;
     int64_t start = 0;
-    for (int64_t s : sizes) {
-      out_grads.push_back(g[0].narrow(d, start, s));
-      start += s;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      // A narrow of length 0 would have the output's rank, not the skipped input's shape [0].
+      out_grads.push_back(skipped[i] ? zeros({0}, TensorOptions(g[0].dtype(), g[0].device()))
+                                     : g[0].narrow(d, start, sizes[i]));
+      start += sizes[i];
     }
     return out_grads;
   });
