@@ -9,6 +9,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "tensor/factory.h"
+#include "tensor/sparse.h"
 
 namespace braid::autograd {
 namespace {
@@ -52,7 +53,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     const Tensor grad_out = from_vector(onehot, out.shape().empty() ? Shape{} : out.shape()).to(out.dtype());
     TensorList g = grad({out}, inputs, {grad_out.reshape(out.shape())}, /*retain_graph=*/true, /*allow_unused=*/true);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      analytical[i].push_back(g[i].defined() ? to_vector<double>(g[i])
+      // A sparse gradient (embedding_bag with sparse=true) is compared through its dense values.
+      analytical[i].push_back(g[i].defined() ? to_vector<double>(g[i].is_sparse() ? as_sparse(g[i]).to_dense() : g[i])
                                              : std::vector<double>(static_cast<size_t>(inputs[i].numel()), 0.0));
     }
   }
