@@ -1,7 +1,8 @@
 // braid's float32 GEMM against a direct cblas_sgemm on the same sizes. braid's mm is a thin front end
 // over the same OpenBLAS call, so the gap measures its overhead: argument checks, the stride analysis and,
-// for plain mm, taking the output from the caching allocator. The rates use wall time (UseRealTime), since
-// OpenBLAS runs its own threads; both sides share one process and thus one OpenBLAS thread pool.
+// for plain mm, taking the output from the caching allocator. The rates use wall time, since OpenBLAS runs
+// its own threads; both sides share one process and thus one OpenBLAS thread pool. BM_paired gives the
+// load-robust ratio (see below); bench/run_tensor_bench.sh prints both kinds as a table.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
