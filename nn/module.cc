@@ -179,9 +179,14 @@ void Module::apply(const std::function<void(Module&)>& fn) {
 }
 
 StateDict Module::state_dict() const {
+  // PyTorch's order: each module's parameters, then its buffers, then its children's, depth first.
   StateDict out;
-  collect("", true, true, out);
-  collect("", false, true, out);
+  std::function<void(const Module&, const std::string&)> visit = [&](const Module& m, const std::string& prefix) {
+    m.collect(prefix, true, false, out);
+    m.collect(prefix, false, false, out);
+    for (const auto& [n, c] : m.children_) visit(*c, prefix + n + ".");
+  };
+  visit(*this, "");
   return out;
 }
 

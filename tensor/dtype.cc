@@ -34,6 +34,21 @@ std::string_view dtype_name(DType dtype) {
   return "invalid";
 }
 
+std::string_view torch_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "Bool";
+    case DType::UInt8: return "Byte";
+    case DType::Int8: return "Char";
+    case DType::Int32: return "Int";
+    case DType::Int64: return "Long";
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
+    case DType::Float32: return "Float";
+    case DType::Float64: return "Double";
+  }
+  return "Unknown";
+}
+
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (DType d : kAllDTypes) {
     if (dtype_name(d) == name) return d;

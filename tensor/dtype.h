@@ -22,6 +22,9 @@ inline constexpr std::array<DType, 9> kAllDTypes = {DType::Bool,    DType::UInt8
 size_t element_size(DType dtype);
 // "float32", "int64", "bool", ... (PyTorch's names without the "torch." prefix).
 std::string_view dtype_name(DType dtype);
+// PyTorch's C++ scalar-type names ("Float", "Long", ...), which its type errors use; braid's messages
+// quote them where users compare against PyTorch's wording.
+std::string_view torch_type_name(DType dtype);
 // Parses a name from dtype_name() (also "float", "double", "half", "long", "int"); nullopt if unknown.
 std::optional<DType> dtype_from_name(std::string_view name);
 

@@ -14,21 +14,6 @@
 namespace braid {
 namespace {
 
-// PyTorch's C++ dtype names, which its type errors use ("result type Float can't be cast to ...").
-std::string_view torch_type_name(DType d) {
-  switch (d) {
-    case DType::Bool: return "Bool";
-    case DType::UInt8: return "Byte";
-    case DType::Int8: return "Char";
-    case DType::Int32: return "Int";
-    case DType::Int64: return "Long";
-    case DType::Float16: return "Half";
-    case DType::BFloat16: return "BFloat16";
-    case DType::Float32: return "Float";
-    case DType::Float64: return "Double";
-  }
-  return "Unknown";
-}
 
 // PyTorch's canCast: in-place results may not go from floating to integral, nor from non-bool to bool.
 bool can_cast(DType from, DType to) {

@@ -16,20 +16,6 @@
 namespace braid {
 namespace {
 
-const char* torch_type_name(DType d) {
-  switch (d) {
-    case DType::Bool: return "Bool";
-    case DType::UInt8: return "Byte";
-    case DType::Int8: return "Char";
-    case DType::Int32: return "Int";
-    case DType::Int64: return "Long";
-    case DType::Float16: return "Half";
-    case DType::BFloat16: return "BFloat16";
-    case DType::Float32: return "Float";
-    case DType::Float64: return "Double";
-  }
-  return "?";
-}
 
 // "2x3" (PyTorch's way of printing matrix shapes in product errors).
 std::string dims_str(const Tensor& t) {
