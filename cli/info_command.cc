@@ -1,10 +1,10 @@
 #include "cli/info_command.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cctype>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "runtime/build_info.h"

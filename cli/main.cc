@@ -1,8 +1,8 @@
 // The `braid` executable: parses the command line, applies the global options (log levels, the rank/role
 // stamp on log lines) and hands over to one subcommand. Each subcommand lives in its own file.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
 #include <string>

@@ -17,3 +17,19 @@ if(BRAID_SANITIZE)
   target_compile_options(braid_sanitizers INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${_san_flags}>)
   target_link_options(braid_sanitizers INTERFACE ${_san_flags})
 endif()
+
+# Run-time options for tests launched under mpirun in a sanitizer build, for their ENVIRONMENT property.
+# Open MPI keeps process-lifetime allocations that LeakSanitizer reports at exit; the suppressions name only
+# Open MPI's and its dependencies' libraries. They match only with full malloc stacks (the fast unwinder
+# stops at Open MPI's frame-pointer-less code) and while MCA components stay loaded to be symbolised.
+set(BRAID_MPI_TEST_ENV "")
+if("address" IN_LIST _san_list)
+  set(BRAID_MPI_TEST_ENV
+    "ASAN_OPTIONS=protect_shadow_gap=0:fast_unwind_on_malloc=0"
+    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/sanitizers/lsan.supp:print_suppressions=0"
+    "OMPI_MCA_mca_base_component_disable_dlclose=1")
+elseif("thread" IN_LIST _san_list)
+  set(BRAID_MPI_TEST_ENV
+    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/sanitizers/tsan.supp:halt_on_error=1"
+    "OMPI_MCA_mca_base_component_disable_dlclose=1")
+endif()
