@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/factory.h"
+#include "tensor/dispatch.h"
 
 namespace braid {
 namespace {
@@ -36,11 +36,9 @@ std::string pad_left(const std::string& s, size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
-// The elements in row-major order: doubles for floating dtypes, int64 for the others (bool as 0/1).
+// The printed elements, in print order: doubles for floating dtypes, int64 for the others (bool as 0/1).
 struct Values {
   DType dtype;
-  Shape shape;
-  Shape strides;
   std::vector<double> floats;
   std::vector<int64_t> ints;
   bool floating() const { return is_floating(dtype); }
@@ -50,14 +48,13 @@ struct Values {
 // and scientific ("1.0000e+08") notation, all decided from the elements that will be printed.
 class Formatter {
  public:
-  Formatter(const Values& v, const std::vector<int64_t>& printed) : v_(v) {
+  explicit Formatter(const Values& v) : v_(v) {
     if (!v.floating()) {
-      for (int64_t i : printed) width_ = std::max(width_, str_int(v.ints[i]).size());
+      for (int64_t x : v.ints) width_ = std::max(width_, str_int(x).size());
       return;
     }
     std::vector<double> vals;
-    for (int64_t i : printed) {
-      const double x = v.floats[i];
+    for (double x : v.floats) {
       if (std::isfinite(x) && x != 0) vals.push_back(x);
     }
     if (vals.empty()) return;
@@ -81,9 +78,10 @@ class Formatter {
 
   size_t width() const { return width_; }
 
-  std::string format(int64_t index) const {
-    if (!v_.floating()) return pad_left(str_int(v_.ints[index]), width_);
-    const double x = v_.floats[index];
+  // The i-th printed element, padded to the common width.
+  std::string format(size_t i) const {
+    if (!v_.floating()) return pad_left(str_int(v_.ints[i]), width_);
+    const double x = v_.floats[i];
     std::string s;
     if (sci_mode_) {
       s = scientific(x);
@@ -120,13 +118,26 @@ std::vector<int64_t> shown(int64_t size, bool summarize) {
   return idx;
 }
 
-// The flat indices of every printed element (torch's get_summarized_data).
-void collect(const Values& v, size_t d, int64_t offset, bool summarize, std::vector<int64_t>& out) {
-  if (d == v.shape.size()) {
+// Storage offsets (in elements) of the printed elements in print order (torch's get_summarized_data).
+// Only these are read, so printing a huge tensor does not convert all of it.
+void collect(const Tensor& t, size_t d, int64_t offset, bool summarize, std::vector<int64_t>& out) {
+  if (d == t.shape().size()) {
     out.push_back(offset);
     return;
   }
-  for (int64_t i : shown(v.shape[d], summarize)) collect(v, d + 1, offset + i * v.strides[d], summarize, out);
+  for (int64_t i : shown(t.shape()[d], summarize)) collect(t, d + 1, offset + i * t.strides()[d], summarize, out);
+}
+
+Values read_values(const Tensor& host, const std::vector<int64_t>& offsets) {
+  Values v{host.dtype(), {}, {}};
+  dispatch(host.dtype(), "print", [&]<class T>() {
+    const T* p = static_cast<const T*>(host.data_ptr());
+    for (int64_t o : offsets) {
+      if constexpr (is_floating_v<T>) v.floats.push_back(static_cast<double>(static_cast<opmath_t<T>>(p[o])));
+      else v.ints.push_back(static_cast<int64_t>(p[o]));
+    }
+  });
+  return v;
 }
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
@@ -138,50 +149,56 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return r;
 }
 
-std::string vector_str(const Values& v, const Formatter& f, int64_t offset, int64_t indent, bool summarize) {
-  const int64_t element_length = static_cast<int64_t>(f.width()) + 2;
-  const int64_t per_line = std::max<int64_t>(1, (kLineWidth - indent) / element_length);
-  const int64_t size = v.shape.back();
-  const int64_t stride = v.strides.back();
-  std::vector<std::string> data;
-  if (summarize && size > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; ++i) data.push_back(f.format(offset + i * stride));
-    data.emplace_back(" ...");
-    for (int64_t i = size - kEdgeItems; i < size; ++i) data.push_back(f.format(offset + i * stride));
-  } else {
-    for (int64_t i = 0; i < size; ++i) data.push_back(f.format(offset + i * stride));
-  }
-  std::vector<std::string> lines;
-  for (size_t i = 0; i < data.size(); i += static_cast<size_t>(per_line)) {
-    const auto end = std::min(data.size(), i + static_cast<size_t>(per_line));
-    lines.push_back(join(std::vector<std::string>(data.begin() + static_cast<std::ptrdiff_t>(i),
-                                                  data.begin() + static_cast<std::ptrdiff_t>(end)),
-                         ", "));
-  }
-  return "[" + join(lines, ",\n" + std::string(static_cast<size_t>(indent + 1), ' ')) + "]";
-}
+// Lays out the formatted elements, taking them in print order.
+class Layout {
+ public:
+  Layout(const Shape& shape, const Formatter& f, bool summarize) : shape_(shape), f_(f), summarize_(summarize) {}
 
-std::string tensor_str(const Values& v, const Formatter& f, size_t d, int64_t offset, int64_t indent,
-                       bool summarize) {
-  const size_t ndim = v.shape.size();
-  if (ndim == 0) return f.format(offset);
-  if (d + 1 == ndim) return vector_str(v, f, offset, indent, summarize);
-  const int64_t size = v.shape[d];
-  std::vector<std::string> slices;
-  auto slice = [&](int64_t i) {
-    slices.push_back(tensor_str(v, f, d + 1, offset + i * v.strides[d], indent + 1, summarize));
-  };
-  if (summarize && size > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; ++i) slice(i);
-    slices.emplace_back("...");
-    for (int64_t i = size - kEdgeItems; i < size; ++i) slice(i);
-  } else {
-    for (int64_t i = 0; i < size; ++i) slice(i);
+  std::string tensor_str(size_t d, int64_t indent) {
+    const size_t ndim = shape_.size();
+    if (ndim == 0) return f_.format(next_++);
+    if (d + 1 == ndim) return vector_str(indent);
+    const int64_t size = shape_[d];
+    std::vector<std::string> slices;
+    if (summarize_ && size > 2 * kEdgeItems) {
+      for (int64_t i = 0; i < kEdgeItems; ++i) slices.push_back(tensor_str(d + 1, indent + 1));
+      slices.emplace_back("...");
+      for (int64_t i = 0; i < kEdgeItems; ++i) slices.push_back(tensor_str(d + 1, indent + 1));
+    } else {
+      for (int64_t i = 0; i < size; ++i) slices.push_back(tensor_str(d + 1, indent + 1));
+    }
+    const std::string sep = "," + std::string(ndim - d - 1, '\n') + std::string(static_cast<size_t>(indent + 1), ' ');
+    return "[" + join(slices, sep) + "]";
   }
-  const std::string sep =
-      "," + std::string(ndim - d - 1, '\n') + std::string(static_cast<size_t>(indent + 1), ' ');
-  return "[" + join(slices, sep) + "]";
-}
+
+ private:
+  std::string vector_str(int64_t indent) {
+    const int64_t element_length = static_cast<int64_t>(f_.width()) + 2;
+    const int64_t per_line = std::max<int64_t>(1, (kLineWidth - indent) / element_length);
+    const int64_t size = shape_.back();
+    std::vector<std::string> data;
+    if (summarize_ && size > 2 * kEdgeItems) {
+      for (int64_t i = 0; i < kEdgeItems; ++i) data.push_back(f_.format(next_++));
+      data.emplace_back(" ...");
+      for (int64_t i = 0; i < kEdgeItems; ++i) data.push_back(f_.format(next_++));
+    } else {
+      for (int64_t i = 0; i < size; ++i) data.push_back(f_.format(next_++));
+    }
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < data.size(); i += static_cast<size_t>(per_line)) {
+      const auto end = std::min(data.size(), i + static_cast<size_t>(per_line));
+      lines.push_back(join(std::vector<std::string>(data.begin() + static_cast<std::ptrdiff_t>(i),
+                                                    data.begin() + static_cast<std::ptrdiff_t>(end)),
+                           ", "));
+    }
+    return "[" + join(lines, ",\n" + std::string(static_cast<size_t>(indent + 1), ' ')) + "]";
+  }
+
+  const Shape& shape_;
+  const Formatter& f_;
+  bool summarize_;
+  size_t next_ = 0;
+};
 
 // torch's _add_suffixes: ", suffix" on the last line while it fits in the line width, else a new line.
 std::string add_suffixes(const std::string& body, const std::vector<std::string>& suffixes, int64_t indent) {
@@ -226,14 +243,13 @@ std::string to_string(const Tensor& t) {
     if (dtype != DType::Float32 && dtype != DType::Int64 && dtype != DType::Bool) {
       suffixes.push_back(fmt::format("dtype={}", dtype));
     }
-    Values v{dtype, t.shape(), contiguous_strides(t.shape()), {}, {}};
-    if (v.floating()) v.floats = to_vector<double>(t);
-    else v.ints = to_vector<int64_t>(t);
+    const Tensor host = t.cpu();
     const bool summarize = t.numel() > kThreshold;
-    std::vector<int64_t> printed;
-    collect(v, 0, 0, summarize, printed);
-    const Formatter f(v, printed);
-    body = tensor_str(v, f, 0, 0, indent, summarize);
+    std::vector<int64_t> offsets;
+    collect(host, 0, 0, summarize, offsets);
+    const Values v = read_values(host, offsets);
+    const Formatter f(v);
+    body = Layout(host.shape(), f, summarize).tensor_str(0, indent);
   }
   return add_suffixes(prefix + body, suffixes, indent);
 }

@@ -114,6 +114,15 @@ TEST_CASE("print: summarised above 1000 elements", "[print]") {
         "        [1850, 1851, 1852,  ..., 1897, 1898, 1899],\n"
         "        [1900, 1901, 1902,  ..., 1947, 1948, 1949],\n"
         "        [1950, 1951, 1952,  ..., 1997, 1998, 1999]])");
+  // Summaries read the printed elements through the strides of a non-contiguous tensor.
+  CHECK(to_string(arange(2000).view({40, 50}).t()) ==
+        "tensor([[   0,   50,  100,  ..., 1850, 1900, 1950],\n"
+        "        [   1,   51,  101,  ..., 1851, 1901, 1951],\n"
+        "        [   2,   52,  102,  ..., 1852, 1902, 1952],\n"
+        "        ...,\n"
+        "        [  47,   97,  147,  ..., 1897, 1947, 1997],\n"
+        "        [  48,   98,  148,  ..., 1898, 1948, 1998],\n"
+        "        [  49,   99,  149,  ..., 1899, 1949, 1999]])");
   // Only the printed elements decide the format: the hidden middle (1e-6) does not force scientific.
   Tensor t = full({2000}, 1.5);
   t.narrow(0, 10, 100).fill_(1e-6);
