@@ -1,0 +1,76 @@
+# Thin wrapper over scripts/setup.sh, CMake and CTest. Every target does the whole set-up on a fresh
+# machine (install dependencies -> configure -> build -> run), so `make test` works straight after a clone.
+# The real build logic lives in CMakeLists.txt; nothing here is needed to build braid by hand.
+#
+#   make run     build, then run examples/mpi_tensor_demo on $(NP) ranks under mpirun
+#   make test    build, then every CTest test: unit tests, layering checks, the cli, and the examples
+#                (each example is a CTest test labelled "example", run under mpirun)
+#   make bench   run every benchmark driver (bench/run_*.sh), each on its own Release build
+#   make asan    the same tests in build-asan, compiled with -fsanitize=address,undefined
+#   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
+#   make clean   remove the three build folders above
+#
+# Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 NP=2 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
+
+BUILD_TYPE ?= RelWithDebInfo
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+NP ?= 4
+# Seconds; CTest's limit for any test that does not set its own TIMEOUT property.
+TEST_TIMEOUT ?= 300
+CMAKE_ARGS ?=
+
+# Containers often run as root, which Open MPI refuses without both variables.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+
+MPIRUN := mpirun -np $(NP) --oversubscribe
+CTEST_FLAGS := --output-on-failure --timeout $(TEST_TIMEOUT) -j$(JOBS)
+
+# Sanitizer runtime options. protect_shadow_gap=0 lets the CUDA runtime map its memory under ASan; the
+# suppression files silence leaks and races inside Open MPI, UCX and friends, never in braid. Tests run
+# under mpirun set their own, stronger options (BRAID_MPI_TEST_ENV in cmake/Sanitizers.cmake).
+SAN_DIR := $(CURDIR)/scripts/sanitizers
+ASAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:abort_on_error=0 \
+            LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp:print_suppressions=0 \
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1
+
+.PHONY: all setup configure build run test bench asan tsan clean
+
+all: build
+
+setup:
+	scripts/setup.sh
+
+configure: setup
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+run: build
+	$(MPIRUN) $(BUILD_DIR)/examples/mpi_tensor_demo
+
+test: build
+	ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)
+
+# Each driver configures its own Release build (timings from RelWithDebInfo would mislead) and prints a
+# table comparing braid with its reference.
+bench: setup
+	@for driver in bench/run_*.sh; do \
+	  [ -x "$$driver" ] || continue; echo "== $$driver"; JOBS=$(JOBS) "$$driver" || exit 1; \
+	done
+
+asan: setup
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBRAID_SANITIZE=address,undefined $(CMAKE_ARGS)
+	cmake --build build-asan -j$(JOBS)
+	$(ASAN_ENV) ctest --test-dir build-asan $(CTEST_FLAGS)
+
+tsan: setup
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBRAID_SANITIZE=thread $(CMAKE_ARGS)
+	cmake --build build-tsan -j$(JOBS)
+	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS)
+
+clean:
+	rm -rf $(BUILD_DIR) build-asan build-tsan
