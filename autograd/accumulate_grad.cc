@@ -15,7 +15,8 @@ AccumulateGrad::AccumulateGrad(Tensor leaf)
     : Node({}, std::numeric_limits<uint64_t>::max()), leaf_(std::move(leaf)) {}
 
 TensorList AccumulateGrad::apply(TensorList&& grads) {
-  Tensor g = grads.empty() ? Tensor() : grads[0];
+  // Moved, not copied: the engine hands over its only reference, which lets .grad take the tensor below.
+  Tensor g = grads.empty() ? Tensor() : std::move(grads[0]);
   if (!g.defined()) return {};
   AutogradMeta* m = meta(leaf_);
   BRAID_ASSERT(m != nullptr, "AccumulateGrad for a tensor without autograd metadata");
@@ -45,8 +46,16 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
       // Sparse gradients are immutable values: accumulate by replacing .grad.
       m->grad = m->grad.defined() ? add_maybe_sparse(m->grad, g) : g;
     } else if (!m->grad.defined()) {
-      // Own the buffer: the incoming gradient may be shared with other leaves or the graph.
-      m->grad = g.clone();
+      // .grad must own its buffer, since later passes add into it in place. A gradient that nothing else
+      // references (the usual case: a fresh result of the producing node's rule) is taken as it is, as
+      // PyTorch does: copying it was a full extra pass over every weight on every step. One shared with
+      // another leaf, a hook, a saved tensor, the caller's grad_tensors or a view is copied.
+      if (g.use_count() == 1 && g.storage().use_count() == 1 && g.autograd_meta() == nullptr &&
+          g.is_contiguous() && g.storage()->nbytes() == g.nbytes()) {
+        m->grad = std::move(g);
+      } else {
+        m->grad = g.clone();
+      }
     } else if (m->grad.is_sparse()) {
       m->grad = add_maybe_sparse(m->grad, g);
     } else {

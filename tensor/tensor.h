@@ -89,6 +89,9 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
   bool shares_storage_with(const Tensor& other) const { return storage() == other.storage(); }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // How many handles share this tensor (0 when undefined): lets autograd take over a gradient that nothing
+  // else references instead of copying it.
+  long use_count() const noexcept { return impl_.use_count(); }
   TensorImpl* unsafe_impl() const { return impl_.get(); }
   // "float32[2, 3] cpu" — for error messages and logs.
   std::string describe() const;
