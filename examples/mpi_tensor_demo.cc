@@ -2,8 +2,8 @@
 //
 //   mpirun -np 4 --oversubscribe build/examples/mpi_tensor_demo      (what `make run` does)
 //
-// What it shows, honestly: braid's tensor core (factories, views, copy_, dtype conversion, to_vector) and
-// its logging with a rank/role stamp, next to raw MPI. It is not a training job and does not use braid's
+// What it shows, honestly: braid's tensor core (factories, views, copy_, dtype conversion, in-place add,
+// sum, to_vector) and its logging with a rank/role stamp, next to raw MPI. It is not a training job and does not use braid's
 // collectives layer; both arrive with later issues, and then `make run` launches the real job. The roles
 // are labels only: rank 0 calls itself "master" and the others "trainer" to show how log lines carry them.
 //
@@ -11,7 +11,8 @@
 //   payload[0] = rank + 1 everywhere                      -> after SUM: W(W+1)/2 everywhere
 //   payload[1] = transpose of arange(16) as a 4x4 matrix  -> after SUM: W * (4*j + i) at [i, j]
 // All values are small integers, so float32 sums are exact whatever order MPI adds them in, and every
-// element is checked against the closed form. Exits 1 on any mismatch.
+// element is checked against the closed form, and so are the two slice totals from braid::sum. Exits 1 on
+// any mismatch.
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -23,6 +24,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "tensor/factory.h"
+#include "tensor/ops/reduce.h"
 #include "tensor/tensor.h"
 
 namespace {
@@ -32,7 +34,11 @@ constexpr int64_t kN = 4;
 // The payload a rank contributes, built from views of one storage so the buffer handed to MPI is contiguous.
 braid::Tensor make_payload(int rank) {
   braid::Tensor payload = braid::empty({2, kN, kN}, braid::DType::Float32);
-  payload.select(0, 0).copy_(braid::full({kN, kN}, rank + 1, braid::DType::Float32));
+  // In-place ops on a view write straight into the payload. (Tensor::add_ rather than the free add() of
+  // tensor/ops/elementwise.h, whose braid::log(Tensor) collides with the braid::log namespace of logging.h.)
+  const braid::Tensor first = payload.select(0, 0);
+  first.fill_(1);
+  first.add_(rank);
   // arange is int64 (as in PyTorch); to() converts, t() is a strided view that copy_ lays out.
   const braid::Tensor grid = braid::arange(kN * kN).view({kN, kN}).to(braid::DType::Float32);
   payload.select(0, 1).copy_(grid.t());
@@ -50,6 +56,14 @@ std::vector<std::string> check_sum(const braid::Tensor& summed, int world) {
         const double value = got[static_cast<size_t>((k * kN + i) * kN + j)];
         if (value != want) wrong.push_back(fmt::format("[{}, {}, {}] got {}, want {}", k, i, j, value, want));
       }
+    }
+  }
+  // The same sums seen through braid's own reduction: the total of each [4, 4] slice.
+  const std::vector<double> totals = braid::to_vector<double>(braid::sum(summed, {1, 2}));
+  const double want_totals[2] = {kN * kN * world * (world + 1) / 2.0, world * (kN * kN * (kN * kN - 1) / 2.0)};
+  for (size_t k = 0; k < 2; ++k) {
+    if (totals[k] != want_totals[k]) {
+      wrong.push_back(fmt::format("sum(payload[{}]) got {}, want {}", k, totals[k], want_totals[k]));
     }
   }
   return wrong;
@@ -78,12 +92,12 @@ int run(int rank, int world) {
   MPI_Allreduce(&local, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
     if (total == 0) {
-      std::printf("mpi_tensor_demo: OK: %d rank(s) summed %s with MPI_Allreduce; all %lld elements match the "
-                  "closed form (payload[0] = %d, payload[1] = %d * arange^T)\n",
+      std::printf("mpi_tensor_demo: OK: %d rank(s) summed %s with MPI_Allreduce; all %lld elements and both "
+                  "slice sums match the closed form (payload[0] = %d, payload[1] = %d * arange^T)\n",
                   world, payload.describe().c_str(), static_cast<long long>(payload.numel()),
                   world * (world + 1) / 2, world);
     } else {
-      std::printf("mpi_tensor_demo: FAILED: %ld element(s) across all ranks differ from the closed form\n", total);
+      std::printf("mpi_tensor_demo: FAILED: %ld value(s) across all ranks differ from the closed form\n", total);
     }
     std::fflush(stdout);
   }
