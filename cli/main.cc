@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "cli/bench_command.h"
 #include "cli/info_command.h"
 #include "runtime/build_info.h"
 #include "runtime/launch_env.h"
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
 
   braid::cli::InfoOptions info_options;
   CLI::App* info = braid::cli::add_info_command(app, info_options);
+  braid::cli::BenchOptions bench_options;
+  CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
 
   try {
     app.parse(argc, argv);
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
         ->debug("launcher {}, rank {} of {}", braid::runtime::launcher_name(env.launcher), env.rank,
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
+    if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {
