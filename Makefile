@@ -34,7 +34,9 @@ SAN_DIR := $(CURDIR)/scripts/sanitizers
 ASAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:abort_on_error=0 \
             LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp:print_suppressions=0 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1
+# UCX_MEM_MMAP_HOOK_MODE=none: UCX's mmap/madvise hooks crash TSan's interceptors at thread exit.
+TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1 \
+            UCX_MEM_MMAP_HOOK_MODE=none
 
 .PHONY: all setup configure build run test bench asan tsan clean
 
