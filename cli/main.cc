@@ -28,8 +28,7 @@ constexpr const char* kDescription =
     "per rank, started by a launcher (mpirun, srun); each process finds its rank and the job size in the\n"
     "launcher's environment (OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE).\n"
     "\n"
-    "Status: this build has the foundation (base, tensor) and `braid info`. Training jobs (`braid run`)\n"
-    "arrive with the runtime layer; see README.md.";
+    "Status: training jobs (`braid run`) arrive with the runtime layer; README.md says what works today.";
 
 constexpr const char* kFooter =
     "Examples:\n"
