@@ -12,7 +12,7 @@
 #include "base/check.h"
 #include "base/env.h"
 
-namespace braid::log {
+namespace braid::logging {
 namespace {
 
 constexpr size_t kBacktraceLines = 64;
@@ -167,4 +167,4 @@ void read_env_locked(Registry& r) {
 }
 }  // namespace
 
-}  // namespace braid::log
+}  // namespace braid::logging

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace braid::log {
+namespace braid::logging {
 
 // The logger of a subsystem, created on first use with the current pattern and levels.
 std::shared_ptr<spdlog::logger> get(std::string_view name = "braid");
@@ -36,4 +36,4 @@ void dump_backtrace();
 // The line prefix for the current identity, e.g. "rank 3/8 trainer" ("" before set_identity).
 std::string identity();
 
-}  // namespace braid::log
+}  // namespace braid::logging

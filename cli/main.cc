@@ -59,9 +59,9 @@ int usage_error(const std::string& message) {
 std::optional<int> apply_log_levels(const std::string& spec) {
   try {
     if (!spec.empty()) {
-      braid::log::set_levels(spec);
+      braid::logging::set_levels(spec);
     } else {
-      braid::log::init_from_env();
+      braid::logging::init_from_env();
     }
   } catch (const braid::InvalidArgument& e) {
     const std::string source = spec.empty() ? "BRAID_LOG_LEVEL/BRAID_LOG" : "--log-level '" + spec + "'";
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     const braid::runtime::LaunchEnv env = braid::runtime::detect_launch_env();
     // No role yet: roles come from the job, which the runtime layer will read.
     braid::runtime::stamp_log_identity(env, "");
-    braid::log::get("braid.cli")
+    braid::logging::get("braid.cli")
         ->debug("launcher {}, rank {} of {}", braid::runtime::launcher_name(env.launcher), env.rank,
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);

@@ -34,8 +34,7 @@ constexpr int64_t kN = 4;
 // The payload a rank contributes, built from views of one storage so the buffer handed to MPI is contiguous.
 braid::Tensor make_payload(int rank) {
   braid::Tensor payload = braid::empty({2, kN, kN}, braid::DType::Float32);
-  // In-place ops on a view write straight into the payload. (Tensor::add_ rather than the free add() of
-  // tensor/ops/elementwise.h, whose braid::log(Tensor) collides with the braid::log namespace of logging.h.)
+  // In-place ops on a view write straight into the payload.
   const braid::Tensor first = payload.select(0, 0);
   first.fill_(1);
   first.add_(rank);
@@ -70,8 +69,8 @@ std::vector<std::string> check_sum(const braid::Tensor& summed, int world) {
 }
 
 int run(int rank, int world) {
-  auto log = braid::log::get("braid.demo");
-  braid::log::set_identity(rank, world, rank == 0 ? "master" : "trainer");
+  auto log = braid::logging::get("braid.demo");
+  braid::logging::set_identity(rank, world, rank == 0 ? "master" : "trainer");
   log->info("demo role '{}' (a label for this demo; the runtime issue gives roles meaning)",
             rank == 0 ? "master" : "trainer");
 
@@ -117,7 +116,7 @@ int main(int argc, char** argv) {
     code = run(rank, world);
   } catch (const std::exception& e) {
     // One rank failing alone would leave the others blocked in MPI_Allreduce; abort the whole job.
-    braid::log::get("braid.demo")->critical("demo failed: {}", e.what());
+    braid::logging::get("braid.demo")->critical("demo failed: {}", e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();

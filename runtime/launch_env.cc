@@ -54,7 +54,7 @@ std::string_view launcher_name(Launcher launcher) {
 
 void stamp_log_identity(const LaunchEnv& env, std::string_view role) {
   if (env.launcher == Launcher::None) return;
-  log::set_identity(env.rank, env.world_size, role);
+  logging::set_identity(env.rank, env.world_size, role);
 }
 
 }  // namespace braid::runtime

@@ -68,7 +68,7 @@ FileStore::~FileStore() {
       if (finished >= world_size_ || refs == 0) ::unlink(path_.c_str());
     }
   } catch (const std::exception& e) {
-    log::get("braid.store")->warn("FileStore {}: clean-up failed: {}", path_, e.what());
+    logging::get("braid.store")->warn("FileStore {}: clean-up failed: {}", path_, e.what());
   }
   ::close(fd_);
 }

@@ -25,7 +25,7 @@ void Store::multi_set(const std::vector<std::string>& keys, const std::vector<By
 
 void throw_wait_timeout(std::string_view store, const std::vector<std::string>& keys,
                         const std::vector<std::string>& missing, Millis timeout) {
-  log::dump_backtrace();
+  logging::dump_backtrace();
   BRAID_THROW(TimeoutError, "{}: wait timed out after {} ms waiting for keys [{}] (missing: [{}])", store,
               timeout.count(), fmt::join(keys, ", "), fmt::join(missing, ", "));
 }

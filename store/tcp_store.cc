@@ -164,7 +164,7 @@ Bytes TCPStore::call(const Bytes& request, Millis timeout, const char* what) {
   auto conn = acquire(timeout);
   auto response = conn->request(request, deadline);
   if (!response) {
-    log::dump_backtrace();
+    logging::dump_backtrace();
     BRAID_THROW(TimeoutError, "TCPStore {}:{}: {} timed out after {} ms", host_, port_, what, timeout.count());
   }
   release(std::move(conn));

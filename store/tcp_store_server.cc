@@ -131,7 +131,7 @@ class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Sessio
   }
   void drop(const std::string& why) {
     if (!why.empty() && why.find("while waiting") == std::string::npos) {
-      log::get("braid.store")->error("TCPStore server: closing connection: {}", why);
+      logging::get("braid.store")->error("TCPStore server: closing connection: {}", why);
     }
     close();
     server_.sessions_.erase(shared_from_this());
@@ -317,7 +317,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
     try {
       impl->io().run();
     } catch (const std::exception& e) {
-      log::get("braid.store")->critical("TCPStore server loop died: {}", e.what());
+      logging::get("braid.store")->critical("TCPStore server loop died: {}", e.what());
     }
   });
 }

@@ -238,31 +238,31 @@ TEST_CASE("deadline", "[base][deadline]") {
 }
 
 TEST_CASE("log: set_levels applies specs and rejects bad ones without changing anything", "[base][log]") {
-  log::set_levels("info");
-  auto a = log::get("braid.test_a");
-  auto b = log::get("braid.test_b");
-  CHECK(log::get("braid.test_a") == a);  // one logger per name
-  log::set_levels("warn,braid.test_b=debug");
+  logging::set_levels("info");
+  auto a = logging::get("braid.test_a");
+  auto b = logging::get("braid.test_b");
+  CHECK(logging::get("braid.test_a") == a);  // one logger per name
+  logging::set_levels("warn,braid.test_b=debug");
   CHECK(a->level() == spdlog::level::warn);
   CHECK(b->level() == spdlog::level::debug);
-  CHECK(log::get("braid.test_new")->level() == spdlog::level::warn);  // later loggers get the default
-  CHECK_THROWS_WITH(log::set_levels("verbose"), Catch::Contains("unknown level 'verbose'"));
-  CHECK_THROWS_WITH(log::set_levels("error,braid.test_a=loud"), Catch::Contains("unknown level 'loud'"));
-  CHECK_THROWS_WITH(log::set_levels("=debug"), Catch::Contains("no logger name before '='"));
+  CHECK(logging::get("braid.test_new")->level() == spdlog::level::warn);  // later loggers get the default
+  CHECK_THROWS_WITH(logging::set_levels("verbose"), Catch::Contains("unknown level 'verbose'"));
+  CHECK_THROWS_WITH(logging::set_levels("error,braid.test_a=loud"), Catch::Contains("unknown level 'loud'"));
+  CHECK_THROWS_WITH(logging::set_levels("=debug"), Catch::Contains("no logger name before '='"));
   // Nothing changed: neither the default nor the valid entries before the bad one.
   CHECK(a->level() == spdlog::level::warn);
   CHECK(b->level() == spdlog::level::debug);
-  CHECK(log::get("braid.test_newer")->level() == spdlog::level::warn);
-  log::set_levels("off");
+  CHECK(logging::get("braid.test_newer")->level() == spdlog::level::warn);
+  logging::set_levels("off");
   CHECK(a->level() == spdlog::level::off);
-  log::set_levels("info,braid.test_b=info");
+  logging::set_levels("info,braid.test_b=info");
   CHECK(b->level() == spdlog::level::info);
 }
 
 TEST_CASE("log: identity appears in every line; backtrace keeps debug lines", "[base][log]") {
-  log::set_levels("info");
-  auto logger = log::get("braid.test_id");
-  if (log::identity().empty()) {
+  logging::set_levels("info");
+  auto logger = logging::get("braid.test_id");
+  if (logging::identity().empty()) {
     StderrCapture cap;
     logger->info("before identity");
     logger->flush();
@@ -270,20 +270,20 @@ TEST_CASE("log: identity appears in every line; backtrace keeps debug lines", "[
     CHECK_THAT(out, Catch::Contains("[braid.test_id]") && Catch::Contains("before identity") &&
                         Catch::Contains("[pid " + std::to_string(::getpid()) + "]"));
   }
-  log::set_identity(3, 8, "trainer");
-  CHECK(log::identity() == "rank 3/8 trainer");
+  logging::set_identity(3, 8, "trainer");
+  CHECK(logging::identity() == "rank 3/8 trainer");
   {
     StderrCapture cap;
     logger->info("hello {}", 42);
-    log::get("braid.test_other")->warn("second logger");
+    logging::get("braid.test_other")->warn("second logger");
     logger->flush();
-    log::get("braid.test_other")->flush();
+    logging::get("braid.test_other")->flush();
     const std::string out = cap.finish();
     CHECK_THAT(out, Catch::Contains("[braid.test_id]") && Catch::Contains("[rank 3/8 trainer] hello 42"));
     CHECK_THAT(out, Catch::Contains("[braid.test_other]") && Catch::Contains("[rank 3/8 trainer] second logger"));
   }
-  log::set_identity(0, 1, "");
-  CHECK(log::identity() == "rank 0/1");
+  logging::set_identity(0, 1, "");
+  CHECK(logging::identity() == "rank 0/1");
   {
     StderrCapture cap;
     logger->debug("hidden detail {}", 7);  // below the level: not printed, but kept for the backtrace
@@ -292,7 +292,7 @@ TEST_CASE("log: identity appears in every line; backtrace keeps debug lines", "[
   }
   {
     StderrCapture cap;
-    log::dump_backtrace();
+    logging::dump_backtrace();
     logger->flush();
     CHECK_THAT(cap.finish(), Catch::Contains("hidden detail 7"));
   }
