@@ -16,10 +16,10 @@ struct LaunchEnv {
   int world_size = 1;
 };
 
-// Reads the launchers' variables, first match wins in the order above: mpirun inside a Slurm allocation
-// sets both, and then Open MPI's view is the one that describes this process. A launcher counts only when
-// both its rank and size variables are set. Throws InvalidArgument naming the variable when a value is not
-// an integer or the rank is outside [0, size).
+// Reads the launchers' variables through store::detect_launch(), first match wins in the order above:
+// mpirun inside a Slurm allocation sets both, and then Open MPI's view is the one that describes this
+// process. Throws InvalidArgument naming the variable when one is missing or not an integer, or when the
+// rank is outside [0, size).
 LaunchEnv detect_launch_env();
 
 // "none", "mpirun", "slurm", "env".

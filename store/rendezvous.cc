@@ -99,30 +99,37 @@ std::string first_host_of_nodelist(const std::string& nodelist) {
 }
 
 LaunchInfo detect_launch() {
+  // First match wins: mpirun inside a Slurm allocation sets both, and Open MPI's view describes this process.
+  struct Source {
+    const char* launcher;
+    const char* rank_var;
+    const char* size_var;
+    const char* local_rank_var;
+    const char* local_size_var;
+  };
+  static constexpr Source kSources[] = {
+      {"mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+      {"env", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+  };
   LaunchInfo info;
-  if (env::get("OMPI_COMM_WORLD_RANK")) {
-    info.launcher = "mpi";
-    info.rank = static_cast<int>(env::require_int("OMPI_COMM_WORLD_RANK", "Open MPI rank"));
-    info.world_size = static_cast<int>(env::require_int("OMPI_COMM_WORLD_SIZE", "Open MPI world size"));
-    info.local_rank = env_int_or("OMPI_COMM_WORLD_LOCAL_RANK", -1);
-    info.local_world_size = env_int_or("OMPI_COMM_WORLD_LOCAL_SIZE", -1);
-  } else if (env::get("SLURM_PROCID")) {
-    info.launcher = "slurm";
-    info.rank = static_cast<int>(env::require_int("SLURM_PROCID", "Slurm task rank"));
-    info.world_size = static_cast<int>(env::require_int("SLURM_NTASKS", "Slurm task count"));
-    info.local_rank = env_int_or("SLURM_LOCALID", -1);
-    if (auto nodes = env::get("SLURM_JOB_NODELIST")) info.master_addr = first_host_of_nodelist(*nodes);
-  } else if (env::get("RANK")) {
-    info.launcher = "env";
-    info.rank = static_cast<int>(env::require_int("RANK", "process rank"));
-    info.world_size = static_cast<int>(env::require_int("WORLD_SIZE", "number of processes"));
-    info.local_rank = env_int_or("LOCAL_RANK", -1);
-    info.local_world_size = env_int_or("LOCAL_WORLD_SIZE", -1);
+  for (const Source& src : kSources) {
+    if (!env::get(src.rank_var)) continue;
+    info.launcher = src.launcher;
+    info.rank = static_cast<int>(env::require_int(src.rank_var, "process rank"));
+    info.world_size = static_cast<int>(env::require_int(src.size_var, "number of processes"));
+    BRAID_CHECK_ARG(info.world_size >= 1, "{}={}: the job size must be at least 1", src.size_var, info.world_size);
+    BRAID_CHECK_ARG(info.rank >= 0 && info.rank < info.world_size, "{} launch: {}={} is out of range: outside [0, {}={})",
+                    src.launcher, src.rank_var, info.rank, src.size_var, info.world_size);
+    info.local_rank = env_int_or(src.local_rank_var, -1);
+    if (src.local_size_var != nullptr) info.local_world_size = env_int_or(src.local_size_var, -1);
+    if (std::string_view(src.launcher) == "slurm") {
+      if (auto nodes = env::get("SLURM_JOB_NODELIST")) info.master_addr = first_host_of_nodelist(*nodes);
+    }
+    break;
   }
   if (auto addr = env::get("MASTER_ADDR")) info.master_addr = *addr;
   info.master_port = env_int_or("MASTER_PORT", -1);
-  BRAID_CHECK_ARG(info.rank < 0 || info.world_size <= 0 || info.rank < info.world_size,
-                  "{} launch: rank {} is out of range for world size {}", info.launcher, info.rank, info.world_size);
   return info;
 }
 
