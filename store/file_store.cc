@@ -175,14 +175,6 @@ Bytes FileStore::compare_set(const std::string& key, const Bytes& expected, cons
   return desired;
 }
 
-std::vector<std::string> FileStore::missing_locked(const std::vector<std::string>& keys) const {
-  std::vector<std::string> missing;
-  for (const auto& k : keys) {
-    if (data_.find(k) == data_.end()) missing.push_back(k);
-  }
-  return missing;
-}
-
 void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   const Deadline deadline = Deadline::after(timeout);
   auto pause = std::chrono::microseconds(200);
@@ -191,7 +183,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
       std::lock_guard<std::mutex> guard(mu_);
       Lock lock(fd_, false, path_);
       replay_locked();
-      auto missing = missing_locked(keys);
+      auto missing = missing_keys(data_, keys);
       if (missing.empty()) return;
       if (deadline.expired()) throw_wait_timeout("FileStore " + path_, keys, missing, timeout);
     }
@@ -204,7 +196,7 @@ bool FileStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> guard(mu_);
   Lock lock(fd_, false, path_);
   replay_locked();
-  return missing_locked(keys).empty();
+  return missing_keys(data_, keys).empty();
 }
 
 bool FileStore::delete_key(const std::string& key) {

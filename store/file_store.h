@@ -41,7 +41,6 @@ class FileStore final : public Store {
   void replay_locked();
   void append_locked(uint8_t op, const std::string& key, const Bytes& value);
   int64_t add_locked(const std::string& key, int64_t delta);
-  std::vector<std::string> missing_locked(const std::vector<std::string>& keys) const;
 
   std::string path_;
   int world_size_;

@@ -53,19 +53,11 @@ Bytes HashStore::compare_set(const std::string& key, const Bytes& expected, cons
   return result;
 }
 
-std::vector<std::string> HashStore::missing_locked(const std::vector<std::string>& keys) const {
-  std::vector<std::string> missing;
-  for (const auto& k : keys) {
-    if (data_.find(k) == data_.end()) missing.push_back(k);
-  }
-  return missing;
-}
-
 void HashStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  const bool ok = changed_.wait_for(lock, timeout, [&] { return missing_locked(keys).empty(); });
+  const bool ok = changed_.wait_for(lock, timeout, [&] { return missing_keys(data_, keys).empty(); });
   if (!ok) {
-    auto missing = missing_locked(keys);
+    auto missing = missing_keys(data_, keys);
     lock.unlock();
     throw_wait_timeout("HashStore", keys, missing, timeout);
   }
@@ -73,7 +65,7 @@ void HashStore::wait(const std::vector<std::string>& keys, Millis timeout) {
 
 bool HashStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mu_);
-  return missing_locked(keys).empty();
+  return missing_keys(data_, keys).empty();
 }
 
 bool HashStore::delete_key(const std::string& key) {

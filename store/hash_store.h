@@ -26,7 +26,6 @@ class HashStore final : public Store {
   using Store::wait;
 
  private:
-  std::vector<std::string> missing_locked(const std::vector<std::string>& keys) const;
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -72,6 +72,16 @@ class Store {
 [[noreturn]] void throw_wait_timeout(std::string_view store, const std::vector<std::string>& keys,
                                      const std::vector<std::string>& missing, Millis timeout);
 
+// The keys of `keys` that `data` (a map from key to value) does not hold, in order.
+template <class Map>
+std::vector<std::string> missing_keys(const Map& data, const std::vector<std::string>& keys) {
+  std::vector<std::string> missing;
+  for (const auto& k : keys) {
+    if (data.find(k) == data.end()) missing.push_back(k);
+  }
+  return missing;
+}
+
 // Parses the decimal counter stored by add(); throws InvalidArgument naming the key for junk.
 int64_t parse_counter(const std::string& key, const Bytes& value);
 
