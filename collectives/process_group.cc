@@ -31,4 +31,9 @@ std::string ProcessGroup::describe_op(const std::string& op, uint64_t seq) const
   return fmt::format("{} #{} on group '{}' (rank {}/{}, {})", op, seq, name_, rank_, size_, backend_name());
 }
 
+void ProcessGroup::monitored_barrier(std::optional<Millis> /*timeout*/, bool /*wait_all_ranks*/) {
+  BRAID_THROW(InvalidArgument, "monitored_barrier on group '{}' (rank {}/{}): not supported by the {} backend",
+              name_, rank_, size_, backend_name());
+}
+
 }  // namespace braid::collectives

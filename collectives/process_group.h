@@ -86,6 +86,10 @@ class ProcessGroup {
   // Completes after every earlier op on this group has completed, on every rank.
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
 
+  // Blocks until every rank arrived or `timeout` passed, then names the ranks that did not arrive
+  // (see QueuedProcessGroup). Engines without a store throw InvalidArgument.
+  virtual void monitored_barrier(std::optional<Millis> timeout = std::nullopt, bool wait_all_ranks = false);
+
   // "allreduce #12 on group 'world' (rank 1/4, gloo)" — used in Work names and errors.
   std::string describe_op(const std::string& op, uint64_t seq) const;
 

@@ -8,6 +8,7 @@
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -38,6 +39,9 @@ class Work {
   // The outputs (after wait()).
   const TensorList& result() const { return future_.value(std::chrono::milliseconds(0)); }
   const std::string& what() const { return future_.what(); }
+  // recv / recv_anysource: the rank the message came from (-1 before completion and for other ops).
+  int source_rank() const { return source_rank_.load(); }
+  void set_source_rank(int rank) { source_rank_.store(rank); }
 
   // Producer side (backends).
   void finish(TensorList outputs) { future_.set_value(std::move(outputs)); }
@@ -46,6 +50,7 @@ class Work {
  private:
   Future<TensorList> future_;
   std::chrono::milliseconds default_timeout_;
+  std::atomic<int> source_rank_{-1};
 };
 
 }  // namespace braid::collectives

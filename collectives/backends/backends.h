@@ -1,0 +1,42 @@
+// Creating a process group by backend name ("mpi", "gloo", "nccl"). This target links every engine that
+// was built (BRAID_HAVE_*), so callers (the group registry, tests, benchmarks, the runtime) need no
+// engine headers. Engines that were not built give an error that says so and how to enable them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/options.h"
+#include "collectives/process_group.h"
+#include "store/store.h"
+
+namespace braid::collectives {
+
+struct BackendOptions {
+  // The group's rank and size, and a name unique in the job ("world", "group-3", ...). Engines use the
+  // name in messages and as the namespace of their store keys.
+  int rank = 0;
+  int size = 1;
+  std::string group_name = "world";
+  // Shared by every member; gloo and nccl bootstrap through it; every backend uses it for the
+  // missing-ranks report, monitored_barrier and BRAID_DEBUG=DETAIL. Already prefixed per group.
+  std::shared_ptr<store::Store> store;
+  Millis timeout = kDefaultCollectiveTimeout;
+  // Members' ranks in MPI_COMM_WORLD, in group-rank order (mpi builds a sub-communicator from them);
+  // empty means the whole world.
+  std::vector<int> global_ranks;
+  // gloo: worker lanes (torch's `threads`, default 2) and the network interfaces to use, round-robin
+  // over ops (default {"lo"}).
+  int threads = 2;
+  std::vector<std::string> devices;
+  // nccl: the CUDA device of this rank (-1: local rank modulo the device count).
+  int cuda_device = -1;
+};
+
+std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend, const BackendOptions& options);
+// The backends built into this binary, e.g. {"gloo", "mpi", "nccl"}.
+std::vector<std::string> available_backends();
+bool backend_available(const std::string& backend);
+
+}  // namespace braid::collectives

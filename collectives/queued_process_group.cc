@@ -1,0 +1,424 @@
+// The machinery of QueuedProcessGroup: lanes, the op life cycle, error enrichment, the progress monitor
+// behind the missing-ranks report, BRAID_DEBUG=DETAIL fingerprints, p2p posting and monitored_barrier.
+// The collectives themselves (checks and bodies) are in queued_collectives.cc.
+#include "collectives/queued_process_group.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "collectives/staging.h"
+
+namespace braid::collectives {
+
+namespace {
+
+// A waiting rank publishes which op it is in after this long (or a quarter of the op's timeout, when
+// shorter), so that a rank that times out can tell which ranks never entered the op.
+constexpr Millis kPublishAfter{500};
+constexpr Millis kMonitorTick{50};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool detail_mode_from_env() {
+  const auto v = env::get("BRAID_DEBUG");
+  return v && (*v == "DETAIL" || *v == "detail");
+}
+
+}  // namespace
+
+struct QueuedProcessGroup::Lane {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool stop = false;
+  std::thread thread;
+  // The op running now (0: none) and when the monitor should publish it.
+  std::atomic<uint64_t> running_seq{0};
+  std::atomic<Clock::rep> publish_at{0};
+};
+
+QueuedProcessGroup::QueuedProcessGroup(int rank, int size, std::string name, Config config)
+    : ProcessGroup(rank, size, std::move(name)), config_(std::move(config)), detail_(detail_mode_from_env()) {
+  BRAID_CHECK_ARG(config_.lanes >= 1 && config_.lanes <= 64, "process group '{}': lanes must be in [1, 64], got {}",
+                  this->name(), config_.lanes);
+  set_timeout(config_.timeout);
+  for (int i = 0; i < config_.lanes; ++i) lanes_.push_back(std::make_unique<Lane>());
+  for (auto& lane : lanes_) {
+    Lane* l = lane.get();
+    l->thread = std::thread([this, l] { lane_loop(*l); });
+  }
+  if (config_.store) monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+QueuedProcessGroup::~QueuedProcessGroup() { shutdown(); }
+
+void QueuedProcessGroup::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && lanes_.empty()) return;
+    stopping_ = true;
+  }
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard<std::mutex> lock(lane->mu);
+      lane->stop = true;
+    }
+    lane->cv.notify_all();
+  }
+  for (auto& lane : lanes_) {
+    if (lane->thread.joinable()) lane->thread.join();
+  }
+  monitor_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  lanes_.clear();
+}
+
+std::string QueuedProcessGroup::progress_key(int rank) const {
+  return fmt::format("braid/pg/{}/progress/{}", name(), rank);
+}
+
+checks::Caller QueuedProcessGroup::caller(const char* op) const {
+  return checks::Caller{name(), rank(), size(), backend_name(), op};
+}
+
+void QueuedProcessGroup::throw_if_unusable(const char* op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) {
+    BRAID_THROW(CommError, "{} on group '{}' (rank {}/{}, {}): the group is shut down", op, name(), rank(), size(),
+                backend_name());
+  }
+  if (!broken_.empty()) {
+    BRAID_THROW(CommError, "{} on group '{}' (rank {}/{}, {}): the group is broken since an earlier op failed; "
+                "create a new group. First failure: {}", op, name(), rank(), size(), backend_name(), broken_);
+  }
+}
+
+// ---- The op life cycle ----
+
+std::shared_ptr<Work> QueuedProcessGroup::enqueue(OpInfo info, Body body) {
+  throw_if_unusable(info.op);
+  const Millis timeout = timeout_for(info.timeout);
+  OpContext ctx;
+  ctx.seq = next_sequence_number();
+  ctx.what = describe_op(info.op, ctx.seq);
+  ctx.deadline = Deadline::after(timeout);
+  ctx.lane = static_cast<int>(ctx.seq % lanes_.size());
+  auto work = std::make_shared<Work>(ctx.what, timeout);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Forget completed works now and then, so the list stays as long as what is really in flight.
+    if (in_flight_.size() >= 64) {
+      std::erase_if(in_flight_, [](const std::weak_ptr<Work>& w) {
+        auto s = w.lock();
+        return !s || s->is_completed();
+      });
+    }
+    in_flight_.push_back(work);
+  }
+  Lane& lane = *lanes_[static_cast<size_t>(ctx.lane)];
+  {
+    std::lock_guard<std::mutex> lock(lane.mu);
+    // The closure owns the Work, the inputs (inside body) and the context: dropping the caller's handle
+    // neither cancels nor frees anything the op still uses.
+    lane.queue.emplace_back([this, ctx = std::move(ctx), info = std::move(info), body = std::move(body), work] {
+      run_op(ctx, info, body, *work);
+    });
+  }
+  lane.cv.notify_one();
+  return work;
+}
+
+void QueuedProcessGroup::lane_loop(Lane& lane) {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(lane.mu);
+      lane.cv.wait(lock, [&] { return lane.stop || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;  // stop requested and drained
+      task = std::move(lane.queue.front());
+      lane.queue.pop_front();
+    }
+    task();
+  }
+}
+
+void QueuedProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, const Body& body, Work& work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) {
+      work.finish_with_error(std::make_exception_ptr(CommError(fmt::format(
+          "{}: not run because the group broke before it started. First failure: {}", ctx.what, broken_))));
+      return;
+    }
+  }
+  Lane& lane = *lanes_[static_cast<size_t>(ctx.lane)];
+  const auto started = Clock::now();
+  const Millis left = ctx.deadline.remaining();
+  const Millis publish_after = std::min(kPublishAfter, left / 4);
+  lane.publish_at.store((started + publish_after).time_since_epoch().count());
+  lane.running_seq.store(ctx.seq);
+  try {
+    if (detail_) check_fingerprint(ctx, info);
+    TensorList result = body(ctx);
+    lane.running_seq.store(0);
+    work.finish(std::move(result));
+  } catch (...) {
+    lane.running_seq.store(0);
+    auto error = enrich_error(ctx, std::current_exception(), elapsed_ms(started));
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (broken_.empty()) broken_ = e.what();
+      logging::get("braid.collectives")->error("{}", e.what());
+    }
+    work.finish_with_error(error);
+  }
+}
+
+std::exception_ptr QueuedProcessGroup::enrich_error(const OpContext& ctx, std::exception_ptr error, double elapsed) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    return std::make_exception_ptr(TimeoutError(
+        fmt::format("{}: timed out after {:.0f} ms{} (engine: {})", ctx.what, elapsed, missing_ranks_report(ctx.seq),
+                    e.what())));
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).find(ctx.what) != std::string_view::npos) return error;
+    return std::make_exception_ptr(CommError(fmt::format("{}: failed after {:.0f} ms: {}", ctx.what, elapsed, e.what())));
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(CommError(fmt::format("{}: failed after {:.0f} ms: {}", ctx.what, elapsed, e.what())));
+  } catch (...) {
+    return std::make_exception_ptr(CommError(fmt::format("{}: failed after {:.0f} ms with a non-standard exception",
+                                                         ctx.what, elapsed)));
+  }
+}
+
+// ---- Who never joined ----
+
+void QueuedProcessGroup::monitor_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    monitor_cv_.wait_for(lock, kMonitorTick);
+    if (stopping_) break;
+    uint64_t waiting = 0;
+    const auto now = Clock::now().time_since_epoch().count();
+    for (const auto& lane : lanes_) {
+      const uint64_t seq = lane->running_seq.load();
+      if (seq != 0 && now >= lane->publish_at.load()) waiting = std::max(waiting, seq);
+    }
+    if (waiting <= published_seq_) continue;
+    published_seq_ = waiting;
+    lock.unlock();
+    try {
+      config_.store->set(progress_key(rank()), store::to_bytes(std::to_string(waiting)));
+    } catch (const std::exception& e) {
+      logging::get("braid.collectives")->warn("group '{}': could not publish progress: {}", name(), e.what());
+    }
+    lock.lock();
+  }
+}
+
+std::string QueuedProcessGroup::missing_ranks_report(uint64_t seq) {
+  if (!config_.store) return "; the group has no store, so the ranks that did not join are unknown";
+  std::vector<int> never;
+  std::vector<std::string> behind;
+  try {
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      const std::string key = progress_key(r);
+      if (!config_.store->check({key})) {
+        never.push_back(r);
+        continue;
+      }
+      const uint64_t at = std::stoull(store::to_string(config_.store->get(key, Millis(1000))));
+      if (at < seq) behind.push_back(fmt::format("{} (last waited in #{})", r, at));
+    }
+  } catch (const std::exception& e) {
+    return fmt::format("; could not read the other ranks' progress: {}", e.what());
+  }
+  if (never.empty() && behind.empty()) return "; every rank entered this op (a peer may have failed inside it)";
+  std::vector<std::string> parts;
+  for (int r : never) parts.push_back(std::to_string(r));
+  parts.insert(parts.end(), behind.begin(), behind.end());
+  return fmt::format("; ranks that never joined it: {}", fmt::join(parts, ", "));
+}
+
+// ---- BRAID_DEBUG=DETAIL ----
+
+void QueuedProcessGroup::check_fingerprint(const OpContext& ctx, const OpInfo& info) {
+  const auto mine = static_cast<int64_t>(fnv1a(info.signature));
+  Tensor local = Tensor::empty({1}, TensorOptions(DType::Int64, Device::cpu()));
+  local.data<int64_t>()[0] = mine;
+  Tensor all = Tensor::empty({size()}, TensorOptions(DType::Int64, Device::cpu()));
+  if (info.device.is_cuda()) {
+    Tensor l = local.to(info.device);
+    Tensor a = all.to(info.device);
+    run_allgather(l, a, ctx);
+    all = a.to(Device::cpu());
+  } else {
+    run_allgather(local, all, ctx);
+  }
+  const auto* hashes = all.data<int64_t>();
+  if (std::all_of(hashes, hashes + size(), [&](int64_t h) { return h == mine; })) return;
+  if (!config_.store) {
+    BRAID_THROW(CommError, "{}: BRAID_DEBUG=DETAIL: the ranks called different collectives or passed different "
+                "shapes/dtypes (this rank: {})", ctx.what, info.signature);
+  }
+  const std::string prefix = fmt::format("braid/pg/{}/detail/{}/", name(), ctx.seq);
+  config_.store->set(prefix + std::to_string(rank()), store::to_bytes(info.signature));
+  std::vector<std::string> lines;
+  for (int r = 0; r < size(); ++r) {
+    if (hashes[r] == mine) continue;
+    std::string theirs = "(did not say)";
+    try {
+      theirs = store::to_string(config_.store->get(prefix + std::to_string(r), ctx.deadline.remaining()));
+    } catch (const std::exception&) {
+    }
+    lines.push_back(fmt::format("rank {}: {}", r, theirs));
+  }
+  BRAID_THROW(CommError, "{}: BRAID_DEBUG=DETAIL: ranks disagree on this collective. This rank ({}): {}; differing: {}",
+              ctx.what, rank(), info.signature, fmt::join(lines, "; "));
+}
+
+// ---- barrier support ----
+
+std::vector<std::shared_ptr<Work>> QueuedProcessGroup::incomplete_works() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Work>> out;
+  for (const auto& w : in_flight_) {
+    if (auto s = w.lock(); s && !s->is_completed()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// ---- point to point ----
+
+std::shared_ptr<Work> QueuedProcessGroup::post_p2p(const char* op, TensorList& tensors, int peer, int tag,
+                                                    bool is_send) {
+  const auto c = caller(op);
+  if (tensors.size() != 1) checks::fail(c, fmt::format("requires a single-element tensor list, got {}", tensors.size()));
+  checks::dense(c, tensors);
+  checks::device(c, tensors, accepts_cuda(), accepts_cpu());
+  if (peer != -1) checks::dst_or_src_rank(c, peer, is_send ? "destination" : "source");
+  if (peer == rank()) checks::fail(c, fmt::format("invalid {} rank: {} is this rank", is_send ? "destination" : "source", peer));
+  if (tag < 0) checks::fail(c, fmt::format("invalid tag: {} (tags are non-negative)", tag));
+  throw_if_unusable(op);
+  const std::string what = peer == -1 ? fmt::format("{} (tag {}, any source) on group '{}' (rank {}/{}, {})", op, tag,
+                                                    name(), rank(), size(), backend_name())
+                                      : fmt::format("{} (peer {}, tag {}) on group '{}' (rank {}/{}, {})", op, peer, tag,
+                                                    name(), rank(), size(), backend_name());
+  auto work = std::make_shared<Work>(what, timeout());
+  const Tensor user = tensors[0];
+  const DType dtype = staging::move_dtype(user.dtype());
+  const bool direct = user.is_contiguous() && user.dtype() == dtype;
+  if (direct) {
+    if (is_send) {
+      post_send(user, peer, tag, work);
+    } else {
+      Tensor buf = user;
+      post_recv(buf, peer, tag, work);
+    }
+    return work;
+  }
+  // Staged: the engine works on a packed copy; a recv copies back before the user's Work completes.
+  Tensor buf = staging::as_buffer(user, dtype);
+  auto inner = std::make_shared<Work>(what, timeout());
+  inner->get_future().add_callback([work, inner, user, buf, is_send](const Future<TensorList>& f) {
+    if (f.has_error()) {
+      work->finish_with_error(f.error());
+      return;
+    }
+    work->set_source_rank(inner->source_rank());
+    if (!is_send) staging::copy_into(user, buf);
+    work->finish({user});
+  });
+  if (is_send) {
+    post_send(buf, peer, tag, inner);
+  } else {
+    post_recv(buf, peer, tag, inner);
+  }
+  return work;
+}
+
+std::shared_ptr<Work> QueuedProcessGroup::send(TensorList& tensors, int dst_rank, int tag) {
+  return post_p2p("send", tensors, dst_rank, tag, true);
+}
+
+std::shared_ptr<Work> QueuedProcessGroup::recv(TensorList& tensors, int src_rank, int tag) {
+  return post_p2p("recv", tensors, src_rank, tag, false);
+}
+
+std::shared_ptr<Work> QueuedProcessGroup::recv_anysource(TensorList& tensors, int tag) {
+  return post_p2p("recv_anysource", tensors, -1, tag, false);
+}
+
+// ---- monitored_barrier ----
+
+void QueuedProcessGroup::monitored_barrier(std::optional<Millis> timeout, bool wait_all_ranks) {
+  const auto c = caller("monitored_barrier");
+  if (!config_.store) checks::fail(c, "needs a store (create the group with one)");
+  throw_if_unusable("monitored_barrier");
+  const uint64_t n = monitored_barriers_.fetch_add(1) + 1;
+  const Millis limit = timeout_for(timeout);
+  const Deadline deadline = Deadline::after(limit);
+  const std::string prefix = fmt::format("braid/pg/{}/monitored_barrier/{}/", name(), n);
+  const std::string done_key = prefix + "done";
+  if (rank() != 0) {
+    config_.store->set(prefix + std::to_string(rank()), store::to_bytes("1"));
+    std::string verdict;
+    try {
+      verdict = store::to_string(config_.store->get(done_key, deadline.remaining()));
+    } catch (const TimeoutError&) {
+      BRAID_THROW(TimeoutError, "monitored_barrier #{} on group '{}' (rank {}/{}): rank 0 did not finish the barrier "
+                  "within {} ms", n, name(), rank(), size(), limit.count());
+    }
+    if (verdict != "ok") BRAID_THROW(CommError, "monitored_barrier #{} on group '{}' (rank {}/{}): {}", n, name(), rank(),
+                                     size(), verdict);
+    return;
+  }
+  std::vector<int> missing;
+  for (int r = 1; r < size(); ++r) {
+    const std::string key = prefix + std::to_string(r);
+    if (!missing.empty()) {
+      // Out of time already: the remaining ranks either checked in by now or they are missing too.
+      if (!config_.store->check({key})) missing.push_back(r);
+      continue;
+    }
+    try {
+      config_.store->wait({key}, deadline.remaining());
+    } catch (const TimeoutError&) {
+      missing.push_back(r);
+      if (!wait_all_ranks) break;
+    }
+  }
+  if (missing.empty()) {
+    config_.store->set(done_key, store::to_bytes("ok"));
+    return;
+  }
+  const std::string message =
+      missing.size() == 1 ? fmt::format("Rank {} failed to pass monitoredBarrier in {} ms", missing[0], limit.count())
+                          : fmt::format("Ranks {} failed to pass monitoredBarrier in {} ms", fmt::join(missing, ", "),
+                                        limit.count());
+  config_.store->set(done_key, store::to_bytes(message));
+  BRAID_THROW(CommError, "monitored_barrier #{} on group '{}' (rank 0/{}): {}", n, name(), size(), message);
+}
+
+bool QueuedProcessGroup::engine_reduces(DType dtype) const {
+  return dtype != DType::Bool && dtype != DType::Float16 && dtype != DType::BFloat16;
+}
+
+}  // namespace braid::collectives

@@ -1,0 +1,195 @@
+// QueuedProcessGroup on its own: a one-rank fake engine (whose primitives are copies) shows the staging
+// (lists, views, bool, half types, AVG/PREMUL_SUM), the op life cycle (sequence numbers, errors that
+// name the op, sticky failure, barrier implies wait) and sparse allreduce without any real engine.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "collectives/queued_process_group.h"
+#include "store/hash_store.h"
+#include "tensor/compare.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/sparse.h"
+
+namespace braid::collectives {
+namespace {
+
+class FakeEngine final : public QueuedProcessGroup {
+ public:
+  explicit FakeEngine(int lanes = 1, std::shared_ptr<store::Store> store = nullptr)
+      : QueuedProcessGroup(0, 1, "fake", Config{lanes, std::move(store), Millis(5000)}) {}
+  ~FakeEngine() override { shutdown(); }
+  std::string backend_name() const override { return "fake"; }
+
+  std::atomic<bool> fail_next{false};
+  std::atomic<int> slow_ms{0};
+  std::atomic<int> allreduces{0};
+
+ protected:
+  void maybe_misbehave(const OpContext& ctx) {
+    if (slow_ms.load() > 0) std::this_thread::sleep_for(Millis(slow_ms.load()));
+    if (fail_next.exchange(false)) BRAID_THROW(TimeoutError, "fake engine: peer did not answer in {}", ctx.what);
+  }
+  void run_broadcast(Tensor&, int, const OpContext& ctx) override { maybe_misbehave(ctx); }
+  void run_allreduce(Tensor&, EngineOp, const OpContext& ctx) override {
+    maybe_misbehave(ctx);
+    ++allreduces;
+  }
+  void run_reduce(Tensor&, EngineOp, int, const OpContext& ctx) override { maybe_misbehave(ctx); }
+  void run_allgather(const Tensor& in, Tensor& out, const OpContext& ctx) override {
+    maybe_misbehave(ctx);
+    out.copy_(in);
+  }
+  void run_gather(const Tensor& in, Tensor& out, int, const OpContext&) override { out.copy_(in); }
+  void run_scatter(const Tensor& in, Tensor& out, int, const OpContext&) override { out.copy_(in); }
+  void run_reduce_scatter(const Tensor& in, Tensor& out, EngineOp, const OpContext&) override { out.copy_(in); }
+  void run_alltoall(const Tensor& in, Tensor& out, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                    const std::vector<int64_t>&, const std::vector<int64_t>&, const OpContext&) override {
+    out.copy_(in);
+  }
+  void run_barrier(const OpContext& ctx) override { maybe_misbehave(ctx); }
+  void post_send(const Tensor&, int, int, std::shared_ptr<Work> work) override { work->finish({}); }
+  void post_recv(Tensor&, int, int, std::shared_ptr<Work> work) override { work->finish({}); }
+};
+
+Tensor column_view(std::vector<float> values) {
+  // A stride-2 view, as the seed's non-contiguous tests build them.
+  const auto n = static_cast<int64_t>(values.size());
+  Tensor wide = zeros({n, 2});
+  wide.select(1, 0).copy_(from_vector(values, {n}));
+  return wide.select(1, 0);
+}
+
+}  // namespace
+
+TEST_CASE("allreduce of a list reduces locally and writes every tensor", "[collectives][queued]") {
+  FakeEngine pg;
+  TensorList ts{from_vector<float>({1, 2}, {2}), column_view({10, 20})};
+  pg.allreduce(ts)->wait();
+  CHECK(to_vector<float>(ts[0]) == std::vector<float>{11, 22});
+  CHECK(to_vector<float>(ts[1].contiguous()) == std::vector<float>{11, 22});
+
+  TensorList mx{from_vector<int32_t>({1, 9}, {2}), from_vector<int32_t>({5, 3}, {2})};
+  pg.allreduce(mx, AllreduceOptions{ReduceOp::MAX})->wait();
+  CHECK(to_vector<int32_t>(mx[1]) == std::vector<int32_t>{5, 9});
+}
+
+TEST_CASE("bool reductions are logical and half types run in float32", "[collectives][queued]") {
+  FakeEngine pg;
+  TensorList b{from_vector<bool>({true, false, false}, {3}), from_vector<bool>({false, false, true}, {3})};
+  pg.allreduce(b)->wait();  // SUM on bool = logical or
+  CHECK(b[0].dtype() == DType::Bool);
+  CHECK(to_vector<bool>(b[0]) == std::vector<bool>{true, false, true});
+  TensorList p{from_vector<bool>({true, true}, {2}), from_vector<bool>({true, false}, {2})};
+  pg.allreduce(p, AllreduceOptions{ReduceOp::PRODUCT})->wait();  // logical and
+  CHECK(to_vector<bool>(p[0]) == std::vector<bool>{true, false});
+
+  // 2048 + 1 + 1 in float16 pairwise would round to 2048 twice; float32 accumulation gives 2050.
+  TensorList h{full({1}, 2048.0, DType::Float16), full({1}, 1.0, DType::Float16), full({1}, 1.0, DType::Float16)};
+  pg.allreduce(h)->wait();
+  CHECK(h[0].dtype() == DType::Float16);
+  CHECK(h[0].item<double>() == 2050.0);
+}
+
+TEST_CASE("AVG and PREMUL_SUM scale around the sum", "[collectives][queued]") {
+  FakeEngine pg;
+  TensorList a{from_vector<double>({2, 4}, {2}), from_vector<double>({4, 8}, {2})};
+  pg.allreduce(a, AllreduceOptions{ReduceOp::AVG})->wait();  // one rank: the average is the local sum
+  CHECK(to_vector<double>(a[0]) == std::vector<double>{6, 12});
+  TensorList p{from_vector<float>({1, 2}, {2})};
+  pg.allreduce(p, AllreduceOptions{ReduceOp::premul_sum(0.5)})->wait();
+  CHECK(to_vector<float>(p[0]) == std::vector<float>{0.5f, 1.0f});
+  TensorList i{from_vector<int64_t>({1}, {1})};
+  CHECK_THROWS_WITH(pg.allreduce(i, AllreduceOptions{ReduceOp::AVG}),
+                    Catch::Contains("unsupported reduction operation") && Catch::Contains("group 'fake'"));
+}
+
+TEST_CASE("sequence numbers count queued collectives, not point-to-point", "[collectives][queued]") {
+  FakeEngine pg;
+  CHECK(pg.sequence_number() == 0);
+  TensorList t{ones({2})};
+  pg.allreduce(t)->wait();
+  pg.broadcast(t)->wait();
+  CHECK(pg.sequence_number() == 2);
+  CHECK_THROWS_WITH(pg.send(t, 0, 0), Catch::Contains("invalid destination rank"));
+  CHECK(pg.sequence_number() == 2);
+}
+
+TEST_CASE("a failed op names itself and breaks the group", "[collectives][queued]") {
+  FakeEngine pg;
+  TensorList t{ones({2})};
+  pg.fail_next = true;
+  auto w = pg.allreduce(t);
+  CHECK_THROWS_AS(w->wait(), TimeoutError);
+  CHECK_THROWS_WITH(w->wait(), Catch::Contains("allreduce #1 on group 'fake' (rank 0/1, fake)") &&
+                                   Catch::Contains("timed out after"));
+  CHECK(w->is_completed());
+  CHECK(w->exception() != nullptr);
+  CHECK_THROWS_AS(pg.allreduce(t), CommError);
+  CHECK_THROWS_WITH(pg.broadcast(t), Catch::Contains("broken") && Catch::Contains("allreduce #1"));
+}
+
+TEST_CASE("barrier completes only after earlier ops on every lane", "[collectives][queued]") {
+  FakeEngine pg(/*lanes=*/2);
+  pg.slow_ms = 100;
+  TensorList t{ones({4})};
+  auto first = pg.allreduce(t);  // seq 1 -> lane 1
+  pg.slow_ms = 0;
+  auto b = pg.barrier();  // seq 2 -> lane 0
+  b->wait();
+  CHECK(first->is_completed());
+}
+
+TEST_CASE("dropping a Work handle neither cancels nor leaks the op", "[collectives][queued]") {
+  FakeEngine pg;
+  for (int i = 0; i < 16; ++i) {
+    TensorList t{full({8}, static_cast<double>(i))};
+    pg.allreduce(t);  // handle dropped at once
+  }
+  pg.barrier()->get_future().wait(Millis(5000));
+  CHECK(pg.allreduces.load() == 16);
+}
+
+TEST_CASE("gather, scatter and alltoall stage non-contiguous tensors", "[collectives][queued]") {
+  FakeEngine pg;
+  TensorList in{column_view({3, 4})};
+  std::vector<TensorList> out{{zeros({2})}};
+  auto w = pg.gather(out, in);
+  w->wait();
+  CHECK(to_vector<float>(out[0][0]) == std::vector<float>{3, 4});
+  CHECK(w->result().size() == 1);
+
+  Tensor dst = column_view({0, 0});
+  Tensor src = from_vector<float>({7, 8}, {2});
+  pg.allgather_into_tensor(dst, src)->wait();
+  CHECK(to_vector<float>(dst.contiguous()) == std::vector<float>{7, 8});
+
+  Tensor a2a_out = zeros({2});
+  Tensor a2a_in = column_view({5, 6});
+  pg.alltoall_single(a2a_out, a2a_in, {}, {})->wait();
+  CHECK(to_vector<float>(a2a_out) == std::vector<float>{5, 6});
+}
+
+TEST_CASE("sparse allreduce sums COO tensors and keeps them sparse", "[collectives][queued]") {
+  FakeEngine pg;
+  SparseTensor a(from_vector<int64_t>({0, 2}, {1, 2}), from_vector<float>({1, 2}, {2}), {4});
+  SparseTensor b(from_vector<int64_t>({2, 3}, {1, 2}), from_vector<float>({10, 20}, {2}), {4});
+  TensorList ts{a.to_tensor(), b.to_tensor()};
+  pg.allreduce(ts)->wait();
+  REQUIRE(ts[0].is_sparse());
+  CHECK(to_vector<float>(ts[0].sparse().to_dense()) == std::vector<float>{1, 0, 12, 20});
+  TensorList bad{a.to_tensor()};
+  CHECK_THROWS_WITH(pg.allreduce(bad, AllreduceOptions{ReduceOp::MAX}), Catch::Contains("unsupported reduction operation"));
+}
+
+TEST_CASE("monitored_barrier passes when every rank arrives", "[collectives][queued]") {
+  FakeEngine pg(1, std::make_shared<store::HashStore>());
+  CHECK_NOTHROW(pg.monitored_barrier(Millis(1000)));
+  FakeEngine no_store;
+  CHECK_THROWS_WITH(no_store.monitored_barrier(), Catch::Contains("needs a store"));
+}
+
+}  // namespace braid::collectives
