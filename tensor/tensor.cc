@@ -123,6 +123,7 @@ void Tensor::set_data(const Tensor& src) const {
   impl_->strides = src.strides();
   impl_->offset = src.storage_offset();
   impl_->dtype = src.dtype();
+  impl_->sparse = src.impl().sparse;  // a sparse result (sparse allreduce) replaces a sparse tensor whole
 }
 
 }  // namespace braid
