@@ -1,0 +1,92 @@
+#include "collectives/gloo/gloo_reduce.h"
+
+#include <gloo/math.h>
+
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+
+#include "base/check.h"
+
+namespace braid::collectives::gloo {
+
+namespace {
+
+// gloo::sum<T> and friends are overloaded ((void*, const void*, const void*, size_t) and (T*, const T*,
+// size_t)); the cast picks the form the algorithms take.
+template <class T>
+ReduceFn gloo_fn(void (*f)(void*, const void*, const void*, size_t)) {
+  return f;
+}
+
+template <class T, class Op>
+void bitwise(void* out, const void* in1, const void* in2, size_t count) {
+  T* o = static_cast<T*>(out);
+  const T* a = static_cast<const T*>(in1);
+  const T* b = static_cast<const T*>(in2);
+  for (size_t i = 0; i < count; ++i) o[i] = static_cast<T>(Op{}(a[i], b[i]));
+}
+
+template <class T>
+ReduceFn function_for(EngineOp op) {
+  switch (op) {
+    case EngineOp::SUM: return gloo_fn<T>(&::gloo::sum<T>);
+    case EngineOp::PRODUCT: return gloo_fn<T>(&::gloo::product<T>);
+    case EngineOp::MIN: return gloo_fn<T>(&::gloo::min<T>);
+    case EngineOp::MAX: return gloo_fn<T>(&::gloo::max<T>);
+    case EngineOp::BAND:
+    case EngineOp::BOR:
+    case EngineOp::BXOR:
+      if constexpr (std::is_integral_v<T>) {
+        if (op == EngineOp::BAND) return &bitwise<T, std::bit_and<>>;
+        if (op == EngineOp::BOR) return &bitwise<T, std::bit_or<>>;
+        return &bitwise<T, std::bit_xor<>>;
+      }
+      break;
+  }
+  return nullptr;
+}
+
+const char* op_name(EngineOp op) {
+  switch (op) {
+    case EngineOp::SUM: return "SUM";
+    case EngineOp::PRODUCT: return "PRODUCT";
+    case EngineOp::MIN: return "MIN";
+    case EngineOp::MAX: return "MAX";
+    case EngineOp::BAND: return "BAND";
+    case EngineOp::BOR: return "BOR";
+    case EngineOp::BXOR: return "BXOR";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool reduces_natively(DType dtype) {
+  switch (dtype) {
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::Float32:
+    case DType::Float64: return true;
+    default: return false;
+  }
+}
+
+ReduceFn reduce_function(DType dtype, EngineOp op) {
+  ReduceFn fn = nullptr;
+  switch (dtype) {
+    case DType::UInt8: fn = function_for<uint8_t>(op); break;
+    case DType::Int8: fn = function_for<int8_t>(op); break;
+    case DType::Int32: fn = function_for<int32_t>(op); break;
+    case DType::Int64: fn = function_for<int64_t>(op); break;
+    case DType::Float32: fn = function_for<float>(op); break;
+    case DType::Float64: fn = function_for<double>(op); break;
+    default: break;
+  }
+  BRAID_CHECK_ARG(fn != nullptr, "gloo: unsupported reduction operation {} for dtype {}", op_name(op), dtype);
+  return fn;
+}
+
+}  // namespace braid::collectives::gloo

@@ -1,0 +1,25 @@
+// Element-wise reduction functions in the form gloo's algorithms take
+// (out, in1, in2, count; out may alias in1 or in2), per dtype and EngineOp.
+//
+// SUM/PRODUCT/MIN/MAX are gloo's own templates (gloo/math.h); the bitwise ops, which gloo lacks, are
+// defined here for the integer dtypes. Integer arithmetic wraps (two's complement), as torch's.
+// float16/bfloat16 are not reduced here: the base reduces them in float32 (gloo::float16 rounds after
+// every addition, so its result would depend on the order of the ring).
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/queued_process_group.h"
+#include "tensor/dtype.h"
+
+namespace braid::collectives::gloo {
+
+using ReduceFn = void (*)(void* out, const void* in1, const void* in2, size_t count);
+
+// Whether gloo_reduce_function has functions for `dtype`.
+bool reduces_natively(DType dtype);
+// The function for (dtype, op). Throws InvalidArgument for a dtype this engine does not reduce or a
+// bitwise op on a floating dtype.
+ReduceFn reduce_function(DType dtype, EngineOp op);
+
+}  // namespace braid::collectives::gloo

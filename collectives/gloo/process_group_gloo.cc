@@ -1,0 +1,295 @@
+#include "collectives/gloo/process_group_gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/device.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/check.h"
+#include "collectives/gloo/gloo_devices.h"
+#include "collectives/gloo/gloo_errors.h"
+#include "collectives/gloo/gloo_p2p.h"
+#include "collectives/gloo/gloo_reduce.h"
+#include "collectives/gloo/gloo_store.h"
+#include "collectives/gloo/gloo_timeout.h"
+#include "collectives/gloo/ring_reduce_scatter.h"
+
+namespace braid::collectives {
+
+using gloo::gloo_timeout;
+
+struct ProcessGroupGloo::LaneContext {
+  std::shared_ptr<::gloo::Context> context;
+  gloo::Scratch scratch;  // reduce_scatter's receive buffers, reused by every op of the lane
+};
+
+namespace {
+
+QueuedProcessGroup::Config config_from(const BackendOptions& options) {
+  BRAID_CHECK_ARG(options.store != nullptr, "gloo process group '{}': a store is required (gloo bootstraps through it)",
+                  options.group_name);
+  QueuedProcessGroup::Config config;
+  config.lanes = options.threads;
+  config.store = options.store;
+  config.timeout = options.timeout;
+  return config;
+}
+
+// gloo's typed setters only use the type for its size; every dtype of that size moves the same way,
+// and reductions get their dtype-aware function separately.
+template <class F>
+void with_element_type(size_t element_size, F&& f) {
+  switch (element_size) {
+    case 1: f.template operator()<uint8_t>(); return;
+    case 2: f.template operator()<uint16_t>(); return;
+    case 4: f.template operator()<uint32_t>(); return;
+    case 8: f.template operator()<uint64_t>(); return;
+    default: BRAID_THROW(InternalError, "gloo: unexpected element size {}", element_size);
+  }
+}
+
+uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+// gloo's allreduce algorithms: ring sends 2(p-1)/p of the buffer per rank in 2(p-1) steps; bcube
+// (recursive halving/doubling for powers of two) the same bytes in 2 log2(p) steps.
+::gloo::AllreduceOptions::Algorithm allreduce_algorithm(size_t bytes, int size) {
+  (void)bytes;
+  (void)size;
+  return ::gloo::AllreduceOptions::Algorithm::RING;
+}
+
+template <class F>
+void run_gloo(const OpContext& ctx, F&& body) {
+  try {
+    body();
+  } catch (...) {
+    gloo::rethrow_as_braid_error(ctx.what, ctx.deadline);
+  }
+}
+
+}  // namespace
+
+ProcessGroupGloo::ProcessGroupGloo(const BackendOptions& options)
+    : QueuedProcessGroup(options.rank, options.size, options.group_name, config_from(options)) {
+  connect(options);
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  shutdown();
+  if (p2p_) p2p_->shutdown();
+}
+
+void ProcessGroupGloo::connect(const BackendOptions& options) {
+  const auto devices = gloo::tcp_devices(options.devices);
+  const std::string what = fmt::format("gloo: connecting group '{}' (rank {}/{})", name(), rank(), size());
+  const Deadline deadline = Deadline::after(options.timeout);
+  auto connect_one = [&](const std::string& prefix, size_t index) -> std::shared_ptr<::gloo::Context> {
+    auto context = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
+    context->setTimeout(options.timeout);
+    gloo::GlooStore store(options.store, prefix, gloo_timeout(deadline));
+    auto device = devices[index % devices.size()];
+    try {
+      context->connectFullMesh(store, device);
+    } catch (...) {
+      gloo::rethrow_as_braid_error(fmt::format("{}: context '{}' on {}", what, prefix, device->str()), deadline);
+    }
+    return context;
+  };
+  for (int i = 0; i < lanes(); ++i) {
+    auto lane = std::make_unique<LaneContext>();
+    lane->context = connect_one(fmt::format("gloo/lane{}/", i), static_cast<size_t>(i));
+    lane_contexts_.push_back(std::move(lane));
+  }
+  p2p_context_ = connect_one("gloo/p2p/", static_cast<size_t>(lanes()));
+  p2p_ = std::make_unique<gloo::GlooP2P>(p2p_context_);
+
+  // connectFullMesh returns once this rank's pairs are set up; a barrier on every context proves every
+  // rank got there. Tag 0 is never an op's (sequence numbers start at 1).
+  auto barrier_on = [&](const std::shared_ptr<::gloo::Context>& context) {
+    try {
+      ::gloo::BarrierOptions opts(context);
+      opts.setTag(0);
+      opts.setTimeout(gloo_timeout(deadline));
+      ::gloo::barrier(opts);
+    } catch (...) {
+      gloo::rethrow_as_braid_error(what + ": barrier after connecting", deadline);
+    }
+  };
+  for (auto& lane : lane_contexts_) barrier_on(lane->context);
+  barrier_on(p2p_context_);
+}
+
+ProcessGroupGloo::LaneContext& ProcessGroupGloo::lane(const OpContext& ctx) {
+  BRAID_ASSERT(ctx.lane >= 0 && static_cast<size_t>(ctx.lane) < lane_contexts_.size(), "lane {} of {}", ctx.lane,
+               lane_contexts_.size());
+  return *lane_contexts_[static_cast<size_t>(ctx.lane)];
+}
+
+bool ProcessGroupGloo::engine_reduces(DType dtype) const { return gloo::reduces_natively(dtype); }
+
+void ProcessGroupGloo::run_broadcast(Tensor& buffer, int root, const OpContext& ctx) {
+  if (buffer.nbytes() == 0) return;
+  run_gloo(ctx, [&] {
+    ::gloo::BroadcastOptions opts(lane(ctx).context);
+    opts.setOutput<uint8_t>(bytes_of(buffer), buffer.nbytes());
+    opts.setRoot(root);
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::broadcast(opts);
+  });
+}
+
+void ProcessGroupGloo::run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
+  if (buffer.numel() == 0) return;
+  const gloo::ReduceFn fn = gloo::reduce_function(buffer.dtype(), op);
+  run_gloo(ctx, [&] {
+    ::gloo::AllreduceOptions opts(lane(ctx).context);
+    with_element_type(buffer.element_size(), [&]<class T>() {
+      opts.setOutput<T>(static_cast<T*>(buffer.data_ptr()), static_cast<size_t>(buffer.numel()));
+    });
+    opts.setReduceFunction(fn);
+    opts.setAlgorithm(allreduce_algorithm(buffer.nbytes(), size()));
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::allreduce(opts);
+  });
+}
+
+void ProcessGroupGloo::run_reduce(Tensor& buffer, EngineOp op, int root, const OpContext& ctx) {
+  if (buffer.numel() == 0) return;
+  const gloo::ReduceFn fn = gloo::reduce_function(buffer.dtype(), op);
+  run_gloo(ctx, [&] {
+    // gloo reduces in place (non-roots' buffers serve as scratch; the base hands those a copy).
+    ::gloo::ReduceOptions opts(lane(ctx).context);
+    with_element_type(buffer.element_size(), [&]<class T>() {
+      opts.setOutput<T>(static_cast<T*>(buffer.data_ptr()), static_cast<size_t>(buffer.numel()));
+    });
+    opts.setRoot(root);
+    opts.setReduceFunction(fn);
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::reduce(opts);
+  });
+}
+
+void ProcessGroupGloo::run_allgather(const Tensor& input, Tensor& output, const OpContext& ctx) {
+  const size_t n = input.nbytes();
+  if (n == 0) return;
+  run_gloo(ctx, [&] {
+    ::gloo::AllgatherOptions opts(lane(ctx).context);
+    opts.setInput<uint8_t>(bytes_of(input), n);  // only read
+    opts.setOutput<uint8_t>(bytes_of(output), n * static_cast<size_t>(size()));
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::allgather(opts);
+  });
+}
+
+void ProcessGroupGloo::run_gather(const Tensor& input, Tensor& output, int root, const OpContext& ctx) {
+  const size_t n = input.nbytes();
+  if (n == 0) return;
+  run_gloo(ctx, [&] {
+    ::gloo::GatherOptions opts(lane(ctx).context);
+    opts.setInput<uint8_t>(bytes_of(input), n);
+    if (rank() == root) opts.setOutput<uint8_t>(bytes_of(output), n * static_cast<size_t>(size()));
+    opts.setRoot(root);
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::gather(opts);
+  });
+}
+
+void ProcessGroupGloo::run_scatter(const Tensor& input, Tensor& output, int root, const OpContext& ctx) {
+  const size_t n = output.nbytes();
+  if (n == 0) return;
+  run_gloo(ctx, [&] {
+    ::gloo::ScatterOptions opts(lane(ctx).context);
+    if (rank() == root) {
+      std::vector<uint8_t*> blocks;
+      for (int r = 0; r < size(); ++r) blocks.push_back(bytes_of(input) + static_cast<size_t>(r) * n);
+      opts.setInputs<uint8_t>(blocks, n);
+    }
+    opts.setOutput<uint8_t>(bytes_of(output), n);
+    opts.setRoot(root);
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::scatter(opts);
+  });
+}
+
+void ProcessGroupGloo::run_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx) {
+  if (output.numel() == 0) return;
+  const gloo::ReduceFn fn = gloo::reduce_function(output.dtype(), op);
+  run_gloo(ctx, [&] {
+    gloo::RingReduceScatterArgs args;
+    args.input = input.data_ptr();
+    args.output = output.data_ptr();
+    args.block_bytes = output.nbytes();
+    args.element_size = output.element_size();
+    args.reduce = fn;
+    args.tag = static_cast<uint32_t>(ctx.seq);
+    args.deadline = ctx.deadline;
+    auto& l = lane(ctx);
+    gloo::ring_reduce_scatter(l.context, args, l.scratch);
+  });
+}
+
+void ProcessGroupGloo::run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                                    const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
+                                    const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
+  // gloo's alltoallv takes per-rank counts over consecutive blocks; the base always packs them so.
+  int64_t sent = 0;
+  int64_t received = 0;
+  for (int r = 0; r < size(); ++r) {
+    const auto i = static_cast<size_t>(r);
+    BRAID_ASSERT(send_offsets[i] == sent && recv_offsets[i] == received,
+                 "alltoall blocks must be consecutive ({})", ctx.what);
+    sent += send_counts[i];
+    received += recv_counts[i];
+  }
+  // Each peer expects from this rank exactly what this rank expects to send it, so a rank with nothing
+  // to send or receive has nothing to do, whatever the others do.
+  if (sent == 0 && received == 0) return;
+  run_gloo(ctx, [&] {
+    ::gloo::AlltoallvOptions opts(lane(ctx).context);
+    with_element_type(output.element_size(), [&]<class T>() {
+      opts.setInput<T>(static_cast<T*>(input.data_ptr()), send_counts);
+      opts.setOutput<T>(static_cast<T*>(output.data_ptr()), recv_counts);
+    });
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::alltoallv(opts);
+  });
+}
+
+void ProcessGroupGloo::run_barrier(const OpContext& ctx) {
+  run_gloo(ctx, [&] {
+    ::gloo::BarrierOptions opts(lane(ctx).context);
+    opts.setTag(static_cast<uint32_t>(ctx.seq));
+    opts.setTimeout(gloo_timeout(ctx.deadline));
+    ::gloo::barrier(opts);
+  });
+}
+
+void ProcessGroupGloo::post_send(const Tensor& buffer, int dst, int tag, std::shared_ptr<Work> work) {
+  p2p_->post_send(buffer, dst, tag, Deadline::after(timeout()), std::move(work));
+}
+
+void ProcessGroupGloo::post_recv(Tensor& buffer, int src, int tag, std::shared_ptr<Work> work) {
+  p2p_->post_recv(buffer, src, tag, Deadline::after(timeout()), std::move(work));
+}
+
+std::shared_ptr<ProcessGroup> create_gloo_process_group(const BackendOptions& options) {
+  return std::make_shared<ProcessGroupGloo>(options);
+}
+
+}  // namespace braid::collectives

@@ -1,0 +1,75 @@
+// ProcessGroupGloo: the Gloo engine (Debian's libgloo, TCP transport) behind QueuedProcessGroup.
+//
+// Bootstrap: through the group's braid Store (BackendOptions.store, already prefixed per group), each
+// lane (BackendOptions.threads, torch's `threads`, default 2) gets its own gloo context, connected
+// full-mesh, with keys under "gloo/lane<i>/"; send/recv get one more context ("gloo/p2p/"). Contexts
+// use BackendOptions.devices (interface names, default {"lo"}) round-robin: lane i on device i mod n,
+// the p2p context on the next one. Construction ends with a gloo barrier on every context, so a
+// returned group is fully connected on every rank (torch's _create_process_group_gloo runs a barrier
+// for the same reason); that barrier uses no sequence number.
+//
+// Collectives run on lane ctx.lane's context (the base runs op n on lane n mod lanes on every rank), as
+// gloo's new-style collectives with the op's sequence number as tag and the time left before the op's
+// deadline as timeout. reduce_scatter is a ring of our own (ring_reduce_scatter.h); send/recv are in
+// gloo_p2p.h. gloo errors become TimeoutError/CommError naming the op (gloo_errors.h).
+//
+// Destruction: the base's shutdown() first (lanes drain and join while the contexts still exist), then
+// the p2p waiters, then the contexts.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/backends/backends.h"
+#include "collectives/queued_process_group.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace braid::collectives {
+
+namespace gloo {
+class GlooP2P;
+class Scratch;
+}  // namespace gloo
+
+class ProcessGroupGloo final : public QueuedProcessGroup {
+ public:
+  // Connects every context (collective over the group's ranks: each must construct its group).
+  explicit ProcessGroupGloo(const BackendOptions& options);
+  ~ProcessGroupGloo() override;
+
+  std::string backend_name() const override { return "gloo"; }
+
+ protected:
+  void run_broadcast(Tensor& buffer, int root, const OpContext& ctx) override;
+  void run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) override;
+  void run_reduce(Tensor& buffer, EngineOp op, int root, const OpContext& ctx) override;
+  void run_allgather(const Tensor& input, Tensor& output, const OpContext& ctx) override;
+  void run_gather(const Tensor& input, Tensor& output, int root, const OpContext& ctx) override;
+  void run_scatter(const Tensor& input, Tensor& output, int root, const OpContext& ctx) override;
+  void run_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx) override;
+  void run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                    const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
+                    const std::vector<int64_t>& recv_offsets, const OpContext& ctx) override;
+  void run_barrier(const OpContext& ctx) override;
+  void post_send(const Tensor& buffer, int dst, int tag, std::shared_ptr<Work> work) override;
+  void post_recv(Tensor& buffer, int src, int tag, std::shared_ptr<Work> work) override;
+  bool engine_reduces(DType dtype) const override;
+
+ private:
+  struct LaneContext;
+
+  void connect(const BackendOptions& options);
+  LaneContext& lane(const OpContext& ctx);
+
+  std::vector<std::unique_ptr<LaneContext>> lane_contexts_;
+  std::shared_ptr<::gloo::Context> p2p_context_;
+  std::unique_ptr<gloo::GlooP2P> p2p_;
+};
+
+std::shared_ptr<ProcessGroup> create_gloo_process_group(const BackendOptions& options);
+
+}  // namespace braid::collectives

@@ -1,0 +1,119 @@
+#include "collectives/gloo/ring_reduce_scatter.h"
+
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "base/check.h"
+#include "collectives/gloo/gloo_timeout.h"
+
+namespace braid::collectives::gloo {
+
+namespace {
+
+// Slot prefix of this algorithm; gloo's own collectives use 0x01 .. 0x08, and each op has its own tag.
+constexpr uint8_t kRingReduceScatterSlotPrefix = 0x21;
+// Blocks up to this size go as one segment (more segments only add per-message latency); larger ones
+// are cut into segments of at most kMaxSegmentBytes, and at least two, to overlap reducing with I/O.
+constexpr size_t kSplitAbove = 64 * 1024;
+constexpr size_t kMaxSegmentBytes = 512 * 1024;
+
+struct Segments {
+  size_t bytes;  // of every segment but the last
+  size_t count;
+  size_t offset(size_t k) const { return k * bytes; }
+  size_t length(size_t k, size_t total) const { return std::min(bytes, total - k * bytes); }
+};
+
+Segments segments_for(size_t block_bytes, size_t element_size) {
+  if (block_bytes <= kSplitAbove) return {block_bytes, 1};
+  const size_t wanted = std::max<size_t>(2, (block_bytes + kMaxSegmentBytes - 1) / kMaxSegmentBytes);
+  size_t bytes = (block_bytes + wanted - 1) / wanted;
+  bytes = (bytes + element_size - 1) / element_size * element_size;
+  return {bytes, (block_bytes + bytes - 1) / bytes};
+}
+
+// An unbound buffer with a count of sends posted on it and not yet waited for.
+struct SendSide {
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
+  size_t outstanding = 0;
+
+  void send(int peer, uint64_t slot, size_t offset, size_t length) {
+    buffer->send(peer, slot, offset, length);
+    ++outstanding;
+  }
+  void wait_all(const Deadline& deadline) {
+    for (; outstanding > 0; --outstanding) buffer->waitSend(gloo_timeout(deadline));
+  }
+};
+
+}  // namespace
+
+uint8_t* Scratch::get(size_t bytes) {
+  if (bytes > size_) {
+    data_.reset(new uint8_t[bytes]);  // uninitialised on purpose: every byte is received before it is read
+    size_ = bytes;
+  }
+  return data_.get();
+}
+
+void ring_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const RingReduceScatterArgs& a,
+                         Scratch& scratch) {
+  const int p = context->size;
+  const int r = context->rank;
+  const size_t block = a.block_bytes;
+  if (block == 0) return;
+  const auto* input = static_cast<const uint8_t*>(a.input);
+  auto* output = static_cast<uint8_t*>(a.output);
+  if (p == 1) {
+    std::memcpy(output, input, block);
+    return;
+  }
+  BRAID_ASSERT(block % a.element_size == 0, "block of {} bytes, element size {}", block, a.element_size);
+  const Segments seg = segments_for(block, a.element_size);
+  const int right = (r + 1) % p;
+  const int left = (r + p - 1) % p;
+  const auto slot = ::gloo::Slot::build(kRingReduceScatterSlotPrefix, a.tag);
+  auto mod = [p](int x) { return ((x % p) + p) % p; };
+
+  // The input is only ever sent from, never written.
+  SendSide from_input{context->createUnboundBuffer(const_cast<uint8_t*>(input), block * static_cast<size_t>(p))};
+  uint8_t* area = scratch.get(2 * block);
+  std::array<uint8_t*, 2> partial = {area, area + block};
+  std::array<std::unique_ptr<::gloo::transport::UnboundBuffer>, 2> recv_into;
+  std::array<SendSide, 2> send_from;
+  for (int i = 0; i < 2; ++i) {
+    recv_into[i] = context->createUnboundBuffer(partial[i], block);
+    send_from[i].buffer = context->createUnboundBuffer(partial[i], block);
+  }
+
+  // Step 0 sends this rank's own input block r-1.
+  const size_t first = static_cast<size_t>(mod(r - 1)) * block;
+  for (size_t k = 0; k < seg.count; ++k) from_input.send(right, slot, first + seg.offset(k), seg.length(k, block));
+
+  for (int s = 0; s <= p - 2; ++s) {
+    const int cur = s % 2;
+    // partial[cur] last held step s-2's result, forwarded as step s-1's sends: they must be done.
+    send_from[cur].wait_all(a.deadline);
+    for (size_t k = 0; k < seg.count; ++k) recv_into[cur]->recv(left, slot, seg.offset(k), seg.length(k, block));
+    const bool last = s == p - 2;
+    const uint8_t* own = input + static_cast<size_t>(mod(r - 2 - s)) * block;
+    for (size_t k = 0; k < seg.count; ++k) {
+      // Segments from one peer on one slot complete in the order they were posted.
+      recv_into[cur]->waitRecv(gloo_timeout(a.deadline));
+      const size_t off = seg.offset(k);
+      const size_t len = seg.length(k, block);
+      uint8_t* dst = last ? output + off : partial[cur] + off;
+      a.reduce(dst, partial[cur] + off, own + off, len / a.element_size);
+      if (!last) send_from[cur].send(right, slot, off, len);
+    }
+  }
+  from_input.wait_all(a.deadline);
+  send_from[0].wait_all(a.deadline);
+  send_from[1].wait_all(a.deadline);
+}
+
+}  // namespace braid::collectives::gloo

@@ -1,0 +1,51 @@
+// Reduce-scatter over a gloo context, as a pipelined ring on unbound buffers.
+//
+// gloo (2022) has no new-style reduce_scatter; the alternatives were an allreduce of the whole input
+// followed by taking this rank's block (2(p-1)/p of the input per rank on the wire, plus a full-size
+// copy), or this ring, which sends (p-1)/p of it: half the traffic.
+//
+// Ring: rank r sends to r+1 and receives from r-1. In step s (0 .. p-2) it sends the partial sum of
+// block (r-1-s) mod p and receives that of block (r-2-s) mod p, adds its own input block to it, and
+// forwards the result in step s+1; after p-1 steps it holds block r reduced over every rank. Each block
+// is cut into segments (one for small blocks), so that a segment is forwarded as soon as it is reduced
+// while later segments are still on the wire. Receives land in two block-sized scratch buffers used
+// alternately; a buffer is reused only after the sends from it completed.
+#pragma once
+
+#include <gloo/context.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "base/deadline.h"
+#include "collectives/gloo/gloo_reduce.h"
+
+namespace braid::collectives::gloo {
+
+// A grow-only scratch area, reused across ops (fresh pages are slow to touch: reusing them keeps that
+// cost out of every op after the first). Not thread-safe: one per lane.
+class Scratch {
+ public:
+  uint8_t* get(size_t bytes);
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  size_t size_ = 0;
+};
+
+struct RingReduceScatterArgs {
+  const void* input = nullptr;  // size * block_bytes
+  void* output = nullptr;       // block_bytes
+  size_t block_bytes = 0;
+  size_t element_size = 1;
+  ReduceFn reduce = nullptr;
+  uint32_t tag = 0;
+  Deadline deadline = Deadline::never();
+};
+
+// Throws gloo's exceptions (IoException on timeout or a broken connection); the caller maps them.
+void ring_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const RingReduceScatterArgs& args,
+                         Scratch& scratch);
+
+}  // namespace braid::collectives::gloo
