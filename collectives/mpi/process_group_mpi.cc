@@ -1,0 +1,277 @@
+#include "collectives/mpi/process_group_mpi.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <utility>
+
+#include "base/check.h"
+#include "collectives/mpi/mpi_p2p.h"
+#include "collectives/mpi/mpi_runtime.h"
+#include "collectives/mpi/mpi_types.h"
+#include "collectives/mpi/mpi_wait.h"
+
+namespace braid::collectives::mpi {
+
+namespace {
+
+// One lane: MPI collectives of one communicator run in order anyway, and a second lane would only add a
+// second thread polling the same progress engine.
+constexpr int kLanes = 1;
+
+QueuedProcessGroup::Config make_config(const BackendOptions& options) {
+  QueuedProcessGroup::Config config;
+  config.lanes = kLanes;
+  config.store = options.store;
+  config.timeout = options.timeout;
+  return config;
+}
+
+// The tag of MPI_Comm_create_group: it only has to tell apart creations that run concurrently in one
+// process (from different threads), which always have different group names.
+int creation_tag(const std::string& name) {
+  return static_cast<int>(std::hash<std::string>{}(name) % 32768U);  // MPI_TAG_UB is at least 32767
+}
+
+void* ptr(const Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+// ---- construction and destruction ----
+
+ProcessGroupMPI::ProcessGroupMPI(const BackendOptions& options)
+    : QueuedProcessGroup(options.rank, options.size, options.group_name, make_config(options)),
+      runtime_(MpiRuntime::acquire()) {
+  create_communicators(options);
+  p2p_ = std::make_unique<MpiP2p>(comms_.p2p, runtime_, options.group_name);
+}
+
+ProcessGroupMPI::~ProcessGroupMPI() {
+  // Lanes drain first (every queued op completes or times out) while the communicators still exist; the
+  // base's shutdown may wait on send/recv Works, which the progress thread completes or times out.
+  shutdown();
+  if (p2p_) p2p_->stop();
+  // comms_ and then runtime_ are released by their destructors, in that order.
+}
+
+ProcessGroupMPI::Communicators::~Communicators() {
+  if (MpiRuntime::finalized()) return;  // the application finalised MPI first; its handles are gone
+  for (auto& c : lanes) {
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  }
+  if (p2p != MPI_COMM_NULL) MPI_Comm_free(&p2p);
+  if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+}
+
+void ProcessGroupMPI::create_communicators(const BackendOptions& options) {
+  const std::string what = fmt::format("creating mpi group '{}' (rank {}/{})", options.group_name, options.rank,
+                                       options.size);
+  const int world_rank = runtime_->world_rank();
+  const int world_size = runtime_->world_size();
+  if (options.global_ranks.empty()) {
+    BRAID_CHECK_ARG(options.size == world_size && options.rank == world_rank,
+                    "{}: MPI_COMM_WORLD has this process as rank {} of {}; the mpi backend needs every rank "
+                    "started by mpirun (mpirun -np {} ...) with matching rank numbers",
+                    what, world_rank, world_size, options.size);
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comms_.group), "MPI_Comm_dup", what);
+  } else {
+    const auto& members = options.global_ranks;
+    BRAID_CHECK_ARG(static_cast<int>(members.size()) == options.size, "{}: {} global ranks for a group of size {}",
+                    what, members.size(), options.size);
+    BRAID_CHECK_ARG(std::set<int>(members.begin(), members.end()).size() == members.size(),
+                    "{}: global ranks must be distinct, got [{}]", what, fmt::join(members, ", "));
+    for (int r : members) {
+      BRAID_CHECK_ARG(r >= 0 && r < world_size, "{}: global rank {} is outside MPI_COMM_WORLD (size {})", what, r,
+                      world_size);
+    }
+    BRAID_CHECK_ARG(members[static_cast<size_t>(options.rank)] == world_rank,
+                    "{}: group rank {} should be world rank {}, but this process is world rank {}", what,
+                    options.rank, members[static_cast<size_t>(options.rank)], world_rank);
+    MPI_Group world_group = MPI_GROUP_NULL;
+    MPI_Group group = MPI_GROUP_NULL;
+    check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group", what);
+    int rc = MPI_Group_incl(world_group, options.size, members.data(), &group);
+    MPI_Group_free(&world_group);
+    check_mpi(rc, "MPI_Group_incl", what);
+    // Collective over the members only: non-members need not call (new_group with local synchronisation).
+    rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, creation_tag(options.group_name), &comms_.group);
+    MPI_Group_free(&group);
+    check_mpi(rc, "MPI_Comm_create_group", what);
+  }
+  check_mpi(MPI_Comm_set_errhandler(comms_.group, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", what);
+  int rank = -1;
+  int size = -1;
+  MPI_Comm_rank(comms_.group, &rank);
+  MPI_Comm_size(comms_.group, &size);
+  BRAID_ASSERT(rank == options.rank && size == options.size, "{}: the communicator has rank {}/{}", what, rank, size);
+  const auto name = [&](const std::string& role) {
+    const std::string text = fmt::format("braid:{}:{}", options.group_name, role).substr(0, MPI_MAX_OBJECT_NAME - 1);
+    return text;
+  };
+  MPI_Comm_set_name(comms_.group, name("group").c_str());
+  // The dups inherit MPI_ERRORS_RETURN.
+  comms_.lanes.assign(static_cast<size_t>(lanes()), MPI_COMM_NULL);
+  for (size_t i = 0; i < comms_.lanes.size(); ++i) {
+    check_mpi(MPI_Comm_dup(comms_.group, &comms_.lanes[i]), "MPI_Comm_dup", what);
+    MPI_Comm_set_name(comms_.lanes[i], name(fmt::format("lane{}", i)).c_str());
+  }
+  check_mpi(MPI_Comm_dup(comms_.group, &comms_.p2p), "MPI_Comm_dup", what);
+  MPI_Comm_set_name(comms_.p2p, name("p2p").c_str());
+}
+
+// ---- collectives ----
+
+MPI_Comm ProcessGroupMPI::lane_comm(const OpContext& ctx) const {
+  BRAID_ASSERT(ctx.lane >= 0 && ctx.lane < static_cast<int>(comms_.lanes.size()), "lane {} of {}", ctx.lane,
+               comms_.lanes.size());
+  return comms_.lanes[static_cast<size_t>(ctx.lane)];
+}
+
+template <class Start>
+void ProcessGroupMPI::run_nonblocking(const char* call, const OpContext& ctx, std::any keep, Start&& start) {
+  const auto started = Clock::now();
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(start(&request), call, ctx.what);
+  if (test_until(request, ctx.deadline, ctx.what)) return;
+  // MPI cannot cancel a collective: the progress thread keeps testing it, with its buffers, until a late
+  // peer completes it or MPI is finalised. The group is broken from here on (the base makes it sticky).
+  p2p_->adopt_abandoned(request, std::move(keep));
+  BRAID_THROW(TimeoutError, "{} still incomplete after {:.0f} ms (MPI cannot cancel a collective)", call,
+              elapsed_ms(started));
+}
+
+void ProcessGroupMPI::run_broadcast(Tensor& buffer, int root, const OpContext& ctx) {
+  const int n = mpi_count(buffer.numel(), ctx.what);
+  run_nonblocking("MPI_Ibcast", ctx, buffer, [&](MPI_Request* r) {
+    return MPI_Ibcast(ptr(buffer), n, mpi_move_type(buffer.dtype()), root, lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
+  const int n = mpi_count(buffer.numel(), ctx.what);
+  run_nonblocking("MPI_Iallreduce", ctx, buffer, [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, ptr(buffer), n, mpi_reduce_type(buffer.dtype()), mpi_op(op), lane_comm(ctx),
+                          r);
+  });
+}
+
+void ProcessGroupMPI::run_reduce(Tensor& buffer, EngineOp op, int root, const OpContext& ctx) {
+  const int n = mpi_count(buffer.numel(), ctx.what);
+  const bool is_root = rank() == root;
+  run_nonblocking("MPI_Ireduce", ctx, buffer, [&](MPI_Request* r) {
+    return MPI_Ireduce(is_root ? MPI_IN_PLACE : ptr(buffer), is_root ? ptr(buffer) : nullptr, n,
+                       mpi_reduce_type(buffer.dtype()), mpi_op(op), root, lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_allgather(const Tensor& input, Tensor& output, const OpContext& ctx) {
+  const int n = mpi_count(input.numel(), ctx.what);
+  mpi_count(output.numel(), ctx.what);
+  const MPI_Datatype type = mpi_move_type(input.dtype());
+  // The input may already sit in the output's slot for this rank (allgather_into_tensor on a view).
+  const bool in_place = n > 0 && ptr(input) == static_cast<char*>(ptr(output)) + static_cast<size_t>(rank()) * input.nbytes();
+  run_nonblocking("MPI_Iallgather", ctx, std::make_pair(input, output), [&](MPI_Request* r) {
+    return MPI_Iallgather(in_place ? MPI_IN_PLACE : ptr(input), n, type, ptr(output), n, type, lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_gather(const Tensor& input, Tensor& output, int root, const OpContext& ctx) {
+  const int n = mpi_count(input.numel(), ctx.what);
+  const bool is_root = rank() == root;
+  const MPI_Datatype type = mpi_move_type(input.dtype());
+  void* out = is_root ? ptr(output) : nullptr;
+  const bool in_place = is_root && n > 0 && ptr(input) == static_cast<char*>(out) + static_cast<size_t>(rank()) * input.nbytes();
+  run_nonblocking("MPI_Igather", ctx, std::make_pair(input, output), [&](MPI_Request* r) {
+    return MPI_Igather(in_place ? MPI_IN_PLACE : ptr(input), n, type, out, n, type, root, lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_scatter(const Tensor& input, Tensor& output, int root, const OpContext& ctx) {
+  const int n = mpi_count(output.numel(), ctx.what);
+  const bool is_root = rank() == root;
+  const MPI_Datatype type = mpi_move_type(output.dtype());
+  run_nonblocking("MPI_Iscatter", ctx, std::make_pair(input, output), [&](MPI_Request* r) {
+    return MPI_Iscatter(is_root ? ptr(input) : nullptr, n, type, ptr(output), n, type, root, lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx) {
+  const int n = mpi_count(output.numel(), ctx.what);
+  mpi_count(input.numel(), ctx.what);
+  run_nonblocking("MPI_Ireduce_scatter_block", ctx, std::make_pair(input, output), [&](MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(ptr(input), ptr(output), n, mpi_reduce_type(output.dtype()), mpi_op(op),
+                                     lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                                   const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
+                                   const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
+  const size_t ws = static_cast<size_t>(size());
+  BRAID_ASSERT(send_counts.size() == ws && send_offsets.size() == ws && recv_counts.size() == ws &&
+                   recv_offsets.size() == ws,
+               "{}: alltoall split lists must have one entry per rank", ctx.what);
+  mpi_count(input.numel(), ctx.what);
+  mpi_count(output.numel(), ctx.what);
+  const MPI_Datatype type = mpi_move_type(input.dtype());
+  // Equal, packed blocks take MPI_Ialltoall (its algorithms beat alltoallv's linear exchange).
+  bool uniform = true;
+  for (size_t r = 0; r < ws; ++r) {
+    uniform = uniform && send_counts[r] == send_counts[0] && recv_counts[r] == send_counts[0] &&
+              send_offsets[r] == static_cast<int64_t>(r) * send_counts[0] &&
+              recv_offsets[r] == static_cast<int64_t>(r) * send_counts[0];
+  }
+  if (uniform) {
+    const int n = static_cast<int>(send_counts[0]);
+    run_nonblocking("MPI_Ialltoall", ctx, std::make_pair(input, output), [&](MPI_Request* r) {
+      return MPI_Ialltoall(ptr(input), n, type, ptr(output), n, type, lane_comm(ctx), r);
+    });
+    return;
+  }
+  // MPI reads the count and displacement arrays until the operation completes: they live in `keep`.
+  struct Layout {
+    std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  };
+  auto layout = std::make_shared<Layout>();
+  const auto to_int = [&](const std::vector<int64_t>& v) {
+    std::vector<int> out(v.size());
+    std::transform(v.begin(), v.end(), out.begin(), [&](int64_t x) { return mpi_count(x, ctx.what); });
+    return out;
+  };
+  layout->send_counts = to_int(send_counts);
+  layout->send_displs = to_int(send_offsets);
+  layout->recv_counts = to_int(recv_counts);
+  layout->recv_displs = to_int(recv_offsets);
+  run_nonblocking("MPI_Ialltoallv", ctx, std::make_tuple(input, output, layout), [&](MPI_Request* r) {
+    return MPI_Ialltoallv(ptr(input), layout->send_counts.data(), layout->send_displs.data(), type, ptr(output),
+                          layout->recv_counts.data(), layout->recv_displs.data(), type, lane_comm(ctx), r);
+  });
+}
+
+void ProcessGroupMPI::run_barrier(const OpContext& ctx) {
+  run_nonblocking("MPI_Ibarrier", ctx, std::any(), [&](MPI_Request* r) { return MPI_Ibarrier(lane_comm(ctx), r); });
+}
+
+// ---- point-to-point ----
+
+void ProcessGroupMPI::post_send(const Tensor& buffer, int dst, int tag, std::shared_ptr<Work> work) {
+  p2p_->post_send(buffer, dst, tag, Deadline::after(timeout()), std::move(work));
+}
+
+void ProcessGroupMPI::post_recv(Tensor& buffer, int src, int tag, std::shared_ptr<Work> work) {
+  p2p_->post_recv(buffer, src, tag, Deadline::after(timeout()), std::move(work));
+}
+
+bool ProcessGroupMPI::engine_reduces(DType dtype) const { return mpi_reduces(dtype); }
+
+}  // namespace braid::collectives::mpi
+
+namespace braid::collectives {
+
+std::shared_ptr<ProcessGroup> create_mpi_process_group(const BackendOptions& options) {
+  return std::make_shared<mpi::ProcessGroupMPI>(options);
+}
+
+}  // namespace braid::collectives
