@@ -1,0 +1,105 @@
+// ProcessGroupNCCL: the collectives on CUDA tensors over NCCL. QueuedProcessGroup does the checks,
+// staging, lanes and error stickiness; this engine turns each primitive into NCCL calls.
+//
+// Per lane (one; see below): a communicator of all the group's ranks, created lazily by the first op on
+// the lane (group rank 0 publishes the NCCL id under "nccl/lane/<n>/id" in the group's store, the others
+// read it within that op's deadline), a non-blocking CUDA stream and two events. An op:
+//   1. orders the lane's stream after the legacy default stream, where braid's tensor kernels and copies
+//      (and so the staging of this op's buffers) run;
+//   2. issues its NCCL calls on the lane's stream (collectives natively; gather, scatter and alltoall as
+//      ncclSend/ncclRecv inside ncclGroupStart/End; barrier as an allreduce of one element);
+//   3. records an event and polls it with backoff until it completes, checking ncclCommGetAsyncError and
+//      the op's deadline. On timeout the op fails with TimeoutError and the watchdog (nccl_watchdog.h)
+//      aborts the communicator; the base then marks the group broken.
+// The op's thread waits for completion because the base copies results back (and frees staging buffers)
+// right after the primitive returns.
+//
+// One lane: NCCL kernels of different communicators on one GPU can deadlock when ranks launch them in
+// different orders (each waits for peers while holding SMs the other needs), and the lane threads give no
+// cross-rank order. Ops queued on the group still overlap with the caller; they run one after another.
+//
+// send/recv go through NcclP2P (one two-rank communicator and stream per pair of ranks, a completion
+// thread). recv_anysource and the bitwise reduce ops (BAND, BOR, BXOR) are refused at call time: NCCL has
+// neither.
+//
+// Device: BackendOptions.cuda_device, else the launcher's local rank (OMPI/Slurm/torchrun variables),
+// else the group rank, modulo the number of visible devices. Tensors must live on that device.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/backends/backends.h"
+#include "collectives/queued_process_group.h"
+
+namespace braid::collectives {
+
+namespace nccl {
+class NcclP2P;
+class NcclWatchdog;
+struct NcclLane;
+}  // namespace nccl
+
+class ProcessGroupNCCL final : public QueuedProcessGroup {
+ public:
+  // Throws InvalidArgument "nccl backend needs a CUDA device: <reason>" without a usable GPU, and when
+  // the device index or the options are invalid. Creates no communicator yet.
+  explicit ProcessGroupNCCL(const BackendOptions& options);
+  ~ProcessGroupNCCL() override;
+
+  std::string backend_name() const override { return "nccl"; }
+  // The CUDA device this rank's communicators use.
+  int device() const { return device_; }
+
+  // NCCL has no bitwise reductions: these refuse BAND/BOR/BXOR at call time ("unsupported reduction
+  // operation"), then defer to QueuedProcessGroup.
+  std::shared_ptr<Work> allreduce(TensorList& tensors, const AllreduceOptions& options = {}) override;
+  std::shared_ptr<Work> allreduce_coalesced(TensorList& tensors, const AllreduceCoalescedOptions& options = {}) override;
+  std::shared_ptr<Work> reduce(TensorList& tensors, const ReduceOptions& options = {}) override;
+  std::shared_ptr<Work> reduce_scatter(TensorList& outputs, std::vector<TensorList>& inputs,
+                                       const ReduceScatterOptions& options = {}) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, Tensor& input,
+                                              const ReduceScatterOptions& options = {}) override;
+  // NCCL cannot receive from any source: always InvalidArgument.
+  std::shared_ptr<Work> recv_anysource(TensorList& tensors, int tag) override;
+
+ protected:
+  void run_broadcast(Tensor& buffer, int root, const OpContext& ctx) override;
+  void run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) override;
+  void run_reduce(Tensor& buffer, EngineOp op, int root, const OpContext& ctx) override;
+  void run_allgather(const Tensor& input, Tensor& output, const OpContext& ctx) override;
+  void run_gather(const Tensor& input, Tensor& output, int root, const OpContext& ctx) override;
+  void run_scatter(const Tensor& input, Tensor& output, int root, const OpContext& ctx) override;
+  void run_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx) override;
+  void run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                    const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
+                    const std::vector<int64_t>& recv_offsets, const OpContext& ctx) override;
+  void run_barrier(const OpContext& ctx) override;
+  void post_send(const Tensor& buffer, int dst, int tag, std::shared_ptr<Work> work) override;
+  void post_recv(Tensor& buffer, int src, int tag, std::shared_ptr<Work> work) override;
+
+  // NCCL reduces every dtype it moves, float16 and bfloat16 included; bool goes through uint8.
+  bool engine_reduces(DType dtype) const override { return dtype != DType::Bool; }
+  bool accepts_cuda() const override { return true; }
+  bool accepts_cpu() const override { return false; }
+
+ private:
+  // The body of one op: the NCCL calls (run under the communicator's lock) and CUDA work on the lane's
+  // stream. `tensors` are kept alive until an abort of the communicator has finished, should it time out.
+  struct Launch;
+  void launch(const OpContext& ctx, const char* call, const std::vector<Tensor>& tensors, const Launch& body);
+  nccl::NcclLane& lane(const OpContext& ctx);
+  void check_buffer(const Tensor& t, const char* role, const OpContext& ctx) const;
+  void refuse_bitwise(const char* op, ReduceOp reduce_op) const;
+
+  BackendOptions options_;
+  int device_ = 0;
+  std::shared_ptr<nccl::NcclWatchdog> watchdog_;
+  std::vector<std::unique_ptr<nccl::NcclLane>> nccl_lanes_;  // index = lane; each touched only by its lane thread
+  std::unique_ptr<nccl::NcclP2P> p2p_;
+};
+
+std::shared_ptr<ProcessGroup> create_nccl_process_group(const BackendOptions& options);
+
+}  // namespace braid::collectives
