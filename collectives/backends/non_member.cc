@@ -63,5 +63,6 @@ std::shared_ptr<Work> NonMemberProcessGroup::send(TensorList&, int, int) { refus
 std::shared_ptr<Work> NonMemberProcessGroup::recv(TensorList&, int, int) { refuse("recv"); }
 std::shared_ptr<Work> NonMemberProcessGroup::recv_anysource(TensorList&, int) { refuse("recv_anysource"); }
 std::shared_ptr<Work> NonMemberProcessGroup::barrier(const BarrierOptions&) { refuse("barrier"); }
+void NonMemberProcessGroup::monitored_barrier(std::optional<Millis>, bool) { refuse("monitored_barrier"); }
 
 }  // namespace braid::collectives

@@ -52,6 +52,7 @@ class NonMemberProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> recv(TensorList& tensors, int src_rank, int tag) override;
   std::shared_ptr<Work> recv_anysource(TensorList& tensors, int tag) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
+  void monitored_barrier(std::optional<Millis> timeout = std::nullopt, bool wait_all_ranks = false) override;
 
   // "rank 3 does not belong to group 'group-2' (members [0, 2])", the text every refusal carries.
   std::string not_a_member() const;

@@ -34,7 +34,8 @@ const ProcessGroup& checked_first(const std::vector<std::shared_ptr<ProcessGroup
 }  // namespace
 
 RoundRobinProcessGroup::RoundRobinProcessGroup(std::vector<std::shared_ptr<ProcessGroup>> groups, std::string name)
-    : ProcessGroup(checked_first(groups).rank(), groups[0]->size(),
+    // Each argument checks on its own: their evaluation order is unspecified.
+    : ProcessGroup(checked_first(groups).rank(), checked_first(groups).size(),
                    name.empty() ? default_name(groups) : std::move(name)),
       groups_(std::move(groups)) {
   set_timeout(groups_[0]->timeout());
@@ -119,6 +120,11 @@ std::shared_ptr<Work> RoundRobinProcessGroup::recv(TensorList& tensors, int src_
 }
 std::shared_ptr<Work> RoundRobinProcessGroup::recv_anysource(TensorList& tensors, int tag) {
   return on_first([&](ProcessGroup& g) { return g.recv_anysource(tensors, tag); });
+}
+
+void RoundRobinProcessGroup::monitored_barrier(std::optional<Millis> timeout, bool wait_all_ranks) {
+  // Not under the lock: it blocks until every rank arrives, and other threads may keep issuing.
+  for (auto& g : groups_) g->monitored_barrier(timeout, wait_all_ranks);
 }
 
 std::shared_ptr<Work> RoundRobinProcessGroup::barrier(const BarrierOptions& options) {

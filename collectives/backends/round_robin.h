@@ -9,6 +9,7 @@
 // Two kinds of calls are not rotated:
 //   * barrier() runs a barrier on every member group and completes when all of them have, so "barrier
 //     implies wait" (SPEC B.2) holds over all earlier calls, whichever group they went to;
+//   * monitored_barrier() runs on every member group in turn (it blocks, as torch's does);
 //   * send/recv/recv_anysource always use the first group: the sender and the receiver issue different
 //     numbers of calls, so a rotation would pair a send with a recv on another group.
 //
@@ -61,6 +62,7 @@ class RoundRobinProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> recv(TensorList& tensors, int src_rank, int tag) override;
   std::shared_ptr<Work> recv_anysource(TensorList& tensors, int tag) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
+  void monitored_barrier(std::optional<Millis> timeout = std::nullopt, bool wait_all_ranks = false) override;
 
  private:
   // Runs `issue` on the next group in rotation (under the lock) and counts the op.
