@@ -8,15 +8,29 @@
 
 namespace braid::collectives::gloo {
 
-void rethrow_as_braid_error(const std::string& what, const Deadline& deadline) {
+namespace {
+
+bool near_deadline(const Deadline& deadline, Clock::time_point started) {
+  if (deadline.is_never()) return false;
+  const auto budget = deadline.at() - started;
+  return Clock::now() >= deadline.at() - budget / 10;
+}
+
+}  // namespace
+
+void rethrow_as_braid_error(const std::string& what, const Deadline& deadline, Clock::time_point started) {
   try {
     throw;
   } catch (const Error&) {
     throw;
   } catch (const ::gloo::IoException& e) {
     const std::string message = e.what();
-    if (deadline.expired() || message.find("Timed out") != std::string::npos) {
+    if (message.find("Timed out") != std::string::npos || deadline.expired()) {
       BRAID_THROW(TimeoutError, "{}: timed out in gloo: {}", what, message);
+    }
+    if (near_deadline(deadline, started)) {
+      BRAID_THROW(TimeoutError, "{}: timed out: a peer closed its connections at the end of the op's time "
+                  "budget, as gloo does when it times out (gloo: {})", what, message);
     }
     BRAID_THROW(CommError, "{}: gloo transport failure: {}", what, message);
   } catch (const std::exception& e) {
