@@ -42,6 +42,8 @@ void add_collectives_command(CLI::App& bench, runtime::CollectivesBenchOptions& 
   c->add_flag("--raw-nonblocking", o.raw_nonblocking,
               "mpi: time MPI_Iallreduce & co. + MPI_Wait as the reference (the calls braid's mpi engine makes)");
   c->add_flag("!--no-check", o.check, "Skip the #wrong check");
+  c->add_flag("--poll-wait", o.poll_wait,
+              "Diagnostic: wait for braid's ops by polling Work::is_completed() instead of blocking in wait()");
   c->add_option("--threads", o.threads, "gloo: lanes of the braid group")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--init-method", o.init_method,
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");

@@ -1,6 +1,7 @@
 #include "runtime/collectives_bench.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,13 +147,21 @@ std::vector<std::vector<double>> exchange(const Job& job, const std::string& key
 
 // ---- one op through braid ----
 
-void run_braid(collectives::ProcessGroup& group, BenchOp op, BenchBuffers& b, collectives::TensorList& list) {
+void finish(const std::shared_ptr<collectives::Work>& work, bool poll) {
+  if (poll) {
+    while (!work->is_completed()) ::sched_yield();
+  }
+  work->wait();
+}
+
+void run_braid(collectives::ProcessGroup& group, BenchOp op, BenchBuffers& b, collectives::TensorList& list,
+               bool poll) {
   switch (op) {
-    case BenchOp::Allreduce: group.allreduce(list)->wait(); return;
-    case BenchOp::Broadcast: group.broadcast(list)->wait(); return;
-    case BenchOp::Allgather: group.allgather_into_tensor(b.output, b.input)->wait(); return;
-    case BenchOp::ReduceScatter: group.reduce_scatter_tensor(b.output, b.input)->wait(); return;
-    case BenchOp::Alltoall: group.alltoall_single(b.output, b.input, {}, {})->wait(); return;
+    case BenchOp::Allreduce: finish(group.allreduce(list), poll); return;
+    case BenchOp::Broadcast: finish(group.broadcast(list), poll); return;
+    case BenchOp::Allgather: finish(group.allgather_into_tensor(b.output, b.input), poll); return;
+    case BenchOp::ReduceScatter: finish(group.reduce_scatter_tensor(b.output, b.input), poll); return;
+    case BenchOp::Alltoall: finish(group.alltoall_single(b.output, b.input, {}, {}), poll); return;
   }
 }
 
@@ -182,7 +191,7 @@ struct SizeRun {
     collectives::TensorList list{b.input};
     const bool with_raw = job.raw && job.raw->supports(op, dtype);
     if (with_raw) job.raw->prepare(op, b);
-    auto braid_call = [&] { run_braid(*job.group, op, b, list); };
+    auto braid_call = [&] { run_braid(*job.group, op, b, list, o.poll_wait); };
     auto raw_call = [&] { job.raw->run(op, b); };
 
     double wrong = -1;
@@ -351,6 +360,8 @@ std::string preamble(const CollectivesBenchOptions& o, const Job& job, const std
                      o.iters > 0 ? std::to_string(o.iters) : fmt::format("about {:g} s per size in all", o.seconds_per_size),
                      o.check ? "#wrong checked once per size, outside timing" : "no check");
   if (o.backend == "gloo") out += fmt::format("# gloo group: {} lanes (--threads)\n", o.threads);
+  if (o.poll_wait) out += "# braid side waits by polling Work::is_completed() (--poll-wait)\n";
+  if (o.raw_nonblocking) out += "# raw side: nonblocking MPI calls + MPI_Wait (--raw-nonblocking)\n";
   return out;
 }
 

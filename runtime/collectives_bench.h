@@ -46,6 +46,9 @@ struct CollectivesBenchOptions {
   bool raw = true;                // run the raw-engine reference
   bool raw_nonblocking = false;   // mpi: the reference calls MPI_Iallreduce & co. + MPI_Wait instead
   bool check = true;              // the #wrong check
+  // Diagnostic: wait for each braid op by polling Work::is_completed() (with sched_yield) instead of
+  // blocking in Work::wait(); the difference is what waking the caller costs.
+  bool poll_wait = false;
   int threads = 2;                // gloo lanes (torch's `threads`)
   std::string init_method;        // "" = mpirun bootstrap when under mpirun, else env://
   int timeout_s = 300;            // per op and for the rendezvous
