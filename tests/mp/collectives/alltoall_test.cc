@@ -1,0 +1,56 @@
+// alltoall_single (equal and uneven splits, SPEC B.5's [G] cases) and alltoall (lists).
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+
+TEST_CASE_METHOD(MpFixture, "alltoall_single: equal splits, input[k] = r*ws + k gives output[k] = k*ws + r", "[alltoall]") {
+  auto pg = make_group();
+  const int ws = size();
+  Tensor in = dev(arange(rank() * ws, (rank() + 1) * ws, 1, DType::Int64));
+  Tensor out = dev(full({ws}, int64_t{-1}, DType::Int64));
+  const TensorList value = finish(pg->alltoall_single(out, in, {}, {}));
+  std::vector<int64_t> want;
+  for (int k = 0; k < ws; ++k) want.push_back(k * ws + rank());
+  CHECK_THAT(out, Equals(ints(want)));
+  REQUIRE(value.size() == 1);
+  CHECK(value[0].is_same(out));
+
+  // Rows of a 2-D tensor move whole.
+  Tensor in2 = dev(full({2 * ws, 3}, double(rank())));
+  Tensor out2 = dev(zeros({2 * ws, 3}));
+  finish(pg->alltoall_single(out2, in2, {}, {}));
+  for (int k = 0; k < ws; ++k) CHECK_THAT(out2.narrow(0, 2 * k, 2).contiguous(), Equals(full({2, 3}, double(k))));
+}
+
+TEST_CASE_METHOD(MpFixture, "alltoall_single: uneven splits, rank r sends s+1 elements to rank s", "[alltoall]") {
+  auto pg = make_group();
+  const int ws = size(), r = rank();
+  // Element i of the block rank r sends to rank s is r*100 + s*10 + i.
+  std::vector<int64_t> in_values, in_splits, out_splits, want;
+  for (int s = 0; s < ws; ++s) {
+    in_splits.push_back(s + 1);
+    for (int i = 0; i <= s; ++i) in_values.push_back(r * 100 + s * 10 + i);
+  }
+  for (int s = 0; s < ws; ++s) {
+    out_splits.push_back(r + 1);
+    for (int i = 0; i <= r; ++i) want.push_back(s * 100 + r * 10 + i);
+  }
+  Tensor in = dev(ints(in_values));
+  Tensor out = dev(full({static_cast<int64_t>(want.size())}, int64_t{-1}, DType::Int64));
+  finish(pg->alltoall_single(out, in, out_splits, in_splits));
+  CHECK_THAT(out, Equals(ints(want)));
+}
+
+TEST_CASE_METHOD(MpFixture, "alltoall: outputs[s] receives rank s's inputs[r], tensors of different sizes", "[alltoall]") {
+  auto pg = make_group();
+  const int ws = size(), r = rank();
+  TensorList ins, outs;
+  for (int s = 0; s < ws; ++s) {
+    // Rank r sends r+s+1 elements to rank s; rank r receives s+r+1 from rank s.
+    ins.push_back(dev(full({r + s + 1}, double(r * 10 + s), DType::Float64)));
+    outs.push_back(dev(zeros({s + r + 1}, DType::Float64)));
+  }
+  finish(pg->alltoall(outs, ins));
+  for (int s = 0; s < ws; ++s) CHECK_THAT(outs[static_cast<size_t>(s)], Equals(full({s + r + 1}, double(s * 10 + r), DType::Float64)));
+}

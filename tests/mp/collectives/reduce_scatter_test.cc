@@ -1,0 +1,65 @@
+// reduce_scatter_tensor and reduce_scatter (list input): the seed's test_reduce_scatter_tensor (SPEC B.5:
+// an input identical on every rank; rank r's output is chunk r times ws), the seed's coalesced shapes,
+// inputs that differ per rank and per chunk, and non-contiguous outputs.
+#include "tensor/ops/shape_ops.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+
+TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input equal on every rank gives chunk r times ws", "[reduce_scatter]") {
+  auto pg = make_group();
+  const int ws = size();
+  // manual_seed(42) in the seed: the same generator state on every rank gives the same input.
+  Generator gen(42);
+  const Tensor input = rand({20 * ws, 20}, {}, &gen);
+  Tensor in = dev(input.clone());
+  Tensor out = dev(empty({20, 20}));
+  const TensorList value = finish(pg->reduce_scatter_tensor(out, in));
+  CHECK_THAT(out, Equals(braid::mul(input.view({ws, 20, 20}).select(0, rank()), Scalar(double(ws))), 1e-6, 1e-6));
+  REQUIRE(value.size() == 1);
+  CHECK(value[0].is_same(out));
+  CHECK_THAT(in, Equals(input));  // the input is left alone
+}
+
+TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: the seed's coalesced shapes, inputs differing per rank", "[reduce_scatter]") {
+  auto pg = make_group();
+  const int ws = size();
+  for (int64_t side : {5, 10, 15}) {
+    INFO("output " << side << "x" << side);
+    const int64_t chunk = side * side;
+    // Element e of chunk c on rank r is r * 1000 + c * chunk + e: the sum over ranks of chunk c is
+    // ws * (c * chunk + e) + 1000 * ws(ws-1)/2.
+    Tensor in = dev(braid::add(arange(0, ws * chunk, 1, DType::Int64), Scalar(int64_t{1000} * rank())).view({ws * side, side}));
+    Tensor out = dev(zeros({side, side}, DType::Int64));
+    finish(pg->reduce_scatter_tensor(out, in));
+    const Tensor want = braid::add(braid::mul(arange(rank() * chunk, (rank() + 1) * chunk, 1, DType::Int64), Scalar(int64_t{ws})),
+                                   Scalar(int64_t{1000} * ws * (ws - 1) / 2))
+                            .view({side, side});
+    CHECK_THAT(out, Equals(want));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "reduce_scatter: list input, chunk r of every rank reduces into rank r", "[reduce_scatter]") {
+  auto pg = make_group();
+  const int ws = size();
+  for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::PRODUCT}) {
+    INFO(fmt::format("{}", op));
+    std::vector<TensorList> ins(1);
+    // Entry k of rank r: [k * 10 + r + 1, 2] as float64.
+    for (int k = 0; k < ws; ++k) ins[0].push_back(dev(floats({k * 10.0 + rank() + 1, 2.0}, DType::Float64)));
+    Tensor out = column_view(dev(zeros({2}, DType::Float64)));  // a non-contiguous output
+    TensorList outs{out};
+    ReduceScatterOptions o;
+    o.reduce_op = op;
+    finish(pg->reduce_scatter(outs, ins, o));
+    double a = op == ReduceOp::PRODUCT ? 1.0 : 0.0, b = a;
+    for (int r = 0; r < ws; ++r) {
+      const double v = rank() * 10.0 + r + 1;
+      if (op == ReduceOp::SUM) a += v, b += 2.0;
+      if (op == ReduceOp::MAX) a = std::max(a, v), b = 2.0;
+      if (op == ReduceOp::PRODUCT) a *= v, b *= 2.0;
+    }
+    CHECK_THAT(out.contiguous(), Equals(floats({a, b}, DType::Float64)));
+  }
+}

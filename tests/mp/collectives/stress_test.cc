@@ -1,0 +1,223 @@
+// The seed's stress cases (SPEC B.7): many ops in flight on a group with 8 worker threads (gloo's
+// `threads`; other engines ignore it), issued without waiting and then waited in issue order. The caller
+// keeps no inputs alive beyond its own tensors: braid must hold them for each op's lifetime.
+//
+// BRAID_MP_STRESS_ITERS sets the iteration count (default 1000, the seed's); scatter, gather and reduce
+// issue one op per root per iteration, as the seed does.
+#include "base/env.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+
+namespace {
+
+int iterations() { return static_cast<int>(env::get_int("BRAID_MP_STRESS_ITERS", 1000)); }
+
+GroupOptions stress_options() {
+  GroupOptions o;
+  o.threads = 8;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "stress: broadcast, 1000 in flight, rotating roots", "[stress][broadcast]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<Tensor> inputs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    inputs.push_back(dev(ints({int64_t{i} * ws + rank()})));
+    TensorList l{inputs.back()};
+    BroadcastOptions o;
+    o.root_rank = i % ws;
+    works.push_back(pg->broadcast(l, o));
+  }
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    works[static_cast<size_t>(i)]->wait();
+    if (inputs[static_cast<size_t>(i)].cpu().item<int64_t>() != int64_t{i} * ws + i % ws) {
+      if (bad++ < 5) CHECK_THAT(inputs[static_cast<size_t>(i)], Equals(ints({int64_t{i} * ws + i % ws})));
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: allreduce, 1000 in flight", "[stress][allreduce]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<Tensor> inputs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    inputs.push_back(dev(ints({i + rank()})));
+    TensorList l{inputs.back()};
+    works.push_back(pg->allreduce(l));
+  }
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    works[static_cast<size_t>(i)]->wait();
+    const int64_t want = int64_t{i} * ws + ws * (ws - 1) / 2;
+    if (inputs[static_cast<size_t>(i)].cpu().item<int64_t>() != want && bad++ < 5) {
+      CHECK_THAT(inputs[static_cast<size_t>(i)], Equals(ints({want})));
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: allreduce_coalesced, 1000 lists of two in flight", "[stress][allreduce_coalesced]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<TensorList> lists;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    lists.push_back({dev(ints({i + rank()})), dev(ints({i + rank()}))});
+    works.push_back(pg->allreduce_coalesced(lists.back()));
+  }
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    works[static_cast<size_t>(i)]->wait();
+    const int64_t want = int64_t{i} * ws + ws * (ws - 1) / 2;
+    for (const Tensor& t : lists[static_cast<size_t>(i)]) {
+      if (t.cpu().item<int64_t>() != want && bad++ < 5) CHECK_THAT(t, Equals(ints({want})));
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: scatter, 1000 x ws in flight, every root per iteration", "[stress][scatter]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<Tensor> outputs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    for (int root = 0; root < ws; ++root) {
+      std::vector<TensorList> ins;
+      if (rank() == root) ins.push_back(TensorList(static_cast<size_t>(ws), dev(ints({i + root}))));
+      outputs.push_back(dev(ints({-1})));
+      TensorList outs{outputs.back()};
+      ScatterOptions o;
+      o.root_rank = root;
+      works.push_back(pg->scatter(outs, ins, o));
+    }
+  }
+  int bad = 0;
+  for (size_t k = 0; k < works.size(); ++k) {
+    works[k]->wait();
+    const int64_t want = static_cast<int64_t>(k) / ws + static_cast<int64_t>(k) % ws;
+    if (outputs[k].cpu().item<int64_t>() != want && bad++ < 5) CHECK_THAT(outputs[k], Equals(ints({want})));
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: gather, 1000 x ws in flight, every root per iteration", "[stress][gather]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<std::vector<TensorList>> outputs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    for (int root = 0; root < ws; ++root) {
+      outputs.emplace_back();
+      if (rank() == root) {
+        outputs.back().emplace_back();
+        for (int k = 0; k < ws; ++k) outputs.back()[0].push_back(dev(ints({-1})));
+      }
+      TensorList ins{dev(ints({i + rank()}))};
+      GatherOptions o;
+      o.root_rank = root;
+      works.push_back(pg->gather(outputs.back(), ins, o));
+    }
+  }
+  int bad = 0;
+  for (size_t k = 0; k < works.size(); ++k) {
+    works[k]->wait();
+    const int i = static_cast<int>(k) / ws, root = static_cast<int>(k) % ws;
+    if (rank() != root) continue;
+    for (int j = 0; j < ws; ++j) {
+      const Tensor& t = outputs[k][0][static_cast<size_t>(j)];
+      if (t.cpu().item<int64_t>() != i + j && bad++ < 5) CHECK_THAT(t, Equals(ints({i + j})));
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: allgather, 1000 in flight", "[stress][allgather]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<std::vector<TensorList>> outputs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    outputs.emplace_back(1);
+    for (int k = 0; k < ws; ++k) outputs.back()[0].push_back(dev(ints({-1})));
+    TensorList ins{dev(ints({i + rank()}))};  // dropped by the caller right after the call
+    works.push_back(pg->allgather(outputs.back(), ins));
+  }
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    works[static_cast<size_t>(i)]->wait();
+    for (int j = 0; j < ws; ++j) {
+      const Tensor& t = outputs[static_cast<size_t>(i)][0][static_cast<size_t>(j)];
+      if (t.cpu().item<int64_t>() != i + j && bad++ < 5) CHECK_THAT(t, Equals(ints({i + j})));
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: reduce, 1000 x ws in flight, every root per iteration", "[stress][reduce]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations(), ws = size();
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < n; ++i) {
+    for (int root = 0; root < ws; ++root) {
+      tensors.push_back(dev(ints({i + rank()})));
+      TensorList l{tensors.back()};
+      ReduceOptions o;
+      o.root_rank = root;
+      works.push_back(pg->reduce(l, o));
+    }
+  }
+  int bad = 0;
+  for (size_t k = 0; k < works.size(); ++k) {
+    works[k]->wait();
+    const int i = static_cast<int>(k) / ws, root = static_cast<int>(k) % ws;
+    if (rank() != root) continue;
+    const int64_t want = int64_t{i} * ws + ws * (ws - 1) / 2;
+    if (tensors[k].cpu().item<int64_t>() != want && bad++ < 5) CHECK_THAT(tensors[k], Equals(ints({want})));
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "stress: mixed collectives and p2p in flight, then one barrier", "[stress]") {
+  auto pg = make_group(stress_options());
+  const int n = iterations() / 4, ws = size();
+  std::vector<Tensor> sums, bcasts, recvd;
+  std::vector<std::shared_ptr<Work>> p2p;
+  const int right = (rank() + 1) % ws, left = (rank() + ws - 1) % ws;
+  for (int i = 0; i < n; ++i) {
+    sums.push_back(dev(ints({i})));
+    TensorList a{sums.back()};
+    pg->allreduce(a);
+    bcasts.push_back(dev(ints({rank() == i % ws ? i : -1})));
+    TensorList b{bcasts.back()};
+    BroadcastOptions o;
+    o.root_rank = i % ws;
+    pg->broadcast(b, o);
+    if (ws > 1) {
+      TensorList s{dev(ints({rank() * 10000 + i}))};
+      p2p.push_back(pg->send(s, right, i));
+      recvd.push_back(dev(ints({-1})));
+      TensorList r{recvd.back()};
+      p2p.push_back(pg->recv(r, left, i));
+    }
+  }
+  pg->barrier()->wait();
+  for (auto& w : p2p) w->wait();
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    if (sums[static_cast<size_t>(i)].cpu().item<int64_t>() != int64_t{i} * ws) ++bad;
+    if (bcasts[static_cast<size_t>(i)].cpu().item<int64_t>() != i) ++bad;
+    if (ws > 1 && recvd[static_cast<size_t>(i)].cpu().item<int64_t>() != left * 10000 + i) ++bad;
+  }
+  CHECK(bad == 0);
+}

@@ -1,0 +1,146 @@
+// Timeouts and broken groups (issue 4: "no silent hang"). A rank that skips an op makes the others fail
+// within the timeout with an error naming the op, its sequence number and the missing rank; the group is
+// then broken and later calls throw CommError. Each case uses a fresh group with a short timeout. These
+// cases run last (tests/mp/CMakeLists.txt): they leave half-finished operations behind on purpose.
+#include <chrono>
+#include <thread>
+
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+using Catch::Contains;
+
+namespace {
+
+constexpr Millis kShortTimeout{1500};
+
+// The ranks listed after "ranks that never joined it: " in an error message ("" when absent).
+std::string never_joined_list(const std::string& message) {
+  const std::string marker = "ranks that never joined it: ";
+  const size_t at = message.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const size_t end = message.find(" (engine", start);
+  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+bool lists_rank(const std::string& list, int rank) {
+  // Entries are "R" or "R (last waited in #S)", separated by ", ".
+  size_t pos = 0;
+  while (pos < list.size()) {
+    size_t end = list.find(", ", pos);
+    if (end == std::string::npos) end = list.size();
+    const std::string entry = list.substr(pos, end - pos);
+    if (entry.substr(0, entry.find(' ')) == std::to_string(rank)) return true;
+    pos = end + 2;
+  }
+  return false;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allreduce is named, and the group breaks", "[timeout]") {
+  if (size() < 2) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  auto pg = make_group(go);
+  const int skipper = size() - 1;
+  TensorList warm{dev(ints({1}))};
+  finish(pg->allreduce(warm));  // every rank is connected and in step
+
+  if (rank() != skipper) {
+    TensorList xs{dev(ints({1}))};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = pg->allreduce(xs);
+    const uint64_t seq = pg->sequence_number();
+    std::string message;
+    try {
+      w->wait(Millis(60'000));  // longer than the op's own deadline: we want the op's error, not wait()'s
+      FAIL("the allreduce completed although rank " << skipper << " never called it");
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+    const double elapsed = seconds_since(t0);
+    INFO(message);
+    CHECK(elapsed >= 1.0);
+    CHECK(elapsed < 1.5 + 10.0);  // the timeout plus slack for an oversubscribed machine
+    CHECK_THAT(message, Contains(fmt::format("allreduce #{}", seq)) && Contains(pg->name()));
+    CHECK(lists_rank(never_joined_list(message), skipper));
+    CHECK_FALSE(lists_rank(never_joined_list(message), rank()));
+    CHECK(w->is_completed());
+    CHECK_FALSE(w->is_success());
+    // Broken: later calls are refused at once, naming the first failure.
+    TensorList ys{dev(ints({1}))};
+    CHECK_THROWS_AS(pg->allreduce(ys), CommError);
+    CHECK_THROWS_WITH(pg->broadcast(ys), Contains("broken") && Contains(fmt::format("allreduce #{}", seq)));
+  }
+  sync("others-failed");
+}
+
+TEST_CASE_METHOD(MpFixture, "timeouts: a per-call timeout overrides the group's", "[timeout]") {
+  if (size() < 2) return;
+  auto pg = make_group();  // 60 s
+  const int skipper = 0;
+  TensorList warm{dev(ints({1}))};
+  finish(pg->allreduce(warm));
+  if (rank() != skipper) {
+    TensorList xs{dev(ints({1}))};
+    BroadcastOptions o;
+    o.root_rank = skipper;
+    o.timeout = Millis(1000);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = pg->broadcast(xs, o);
+    CHECK_THROWS_AS(w->wait(Millis(60'000)), TimeoutError);
+    const double elapsed = seconds_since(t0);
+    CHECK(elapsed < 1.0 + 10.0);
+    CHECK_THROWS_WITH(w->wait(Millis(0)), Contains("broadcast #") && Contains("timed out"));
+  }
+  sync("others-failed");
+}
+
+TEST_CASE_METHOD(MpFixture, "timeouts: Work::wait's own limit does not fail the op", "[timeout][work]") {
+  auto pg = make_group();
+  TensorList warm{dev(ints({1}))};
+  finish(pg->allreduce(warm));
+  // Rank 0 joins 1.5 s late; the others' short waits run out, but the op completes once rank 0 arrives.
+  if (rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  TensorList xs{dev(ints({rank() + 1}))};
+  auto w = pg->allreduce(xs);
+  if (rank() != 0 && size() > 1) {
+    CHECK_THROWS_AS(w->wait(Millis(200)), TimeoutError);
+    CHECK_FALSE(w->is_completed());
+  }
+  w->wait();
+  CHECK(w->is_success());
+  CHECK_THAT(xs[0], Equals(ints({int64_t{size()} * (size() + 1) / 2})));
+  // And the group is not broken.
+  finish(pg->allreduce(xs));
+}
+
+TEST_CASE_METHOD(MpFixture, "timeouts: monitored_barrier passes with every rank and names an absent one", "[timeout][barrier]") {
+  auto pg = make_group();
+  pg->monitored_barrier(Millis(30'000));
+  if (size() < 2) return;
+  const int absent = size() - 1;
+  if (rank() != absent) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      pg->monitored_barrier(Millis(1000));
+      FAIL("monitored_barrier passed although rank " << absent << " never called it");
+    } catch (const Error& e) {
+      INFO(e.what());
+      if (rank() == 0) CHECK_THAT(std::string(e.what()), Contains(fmt::format("Rank {} failed to pass monitoredBarrier", absent)));
+      CHECK(seconds_since(t0) < 1.0 + 10.0);
+    }
+  }
+  sync("barrier-failed");
+  // A monitored barrier is store-based: the group itself still works.
+  TensorList xs{dev(ints({1}))};
+  finish(pg->allreduce(xs));
+  CHECK_THAT(xs[0], Equals(ints({size()})));
+}
