@@ -10,7 +10,9 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "base/env.h"
 #include "collectives/backends/non_member.h"
+#include "collectives/mpi/mpi_bootstrap.h"
 #include "store/prefix_store.h"
 #include "store/rendezvous.h"
 
@@ -210,6 +212,11 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
       BRAID_CHECK_ARG(options.rank >= 0, "init_process_group: rank must be non-negative if using store, got {}",
                       options.rank);
       rdv = {options.store, options.rank, options.world_size};
+    } else if (options.init_method.empty() && !env::get("MASTER_ADDR") && store::detect_launch().launcher == "mpi") {
+      // Started by mpirun without torchrun-style variables: MPI itself tells the ranks where the store is.
+      const auto launch = store::detect_launch();
+      rdv = {mpi::mpi_bootstrap_store(timeout), options.rank >= 0 ? options.rank : launch.rank,
+             options.world_size > 0 ? options.world_size : launch.world_size};
     } else {
       rdv = store::rendezvous(options.init_method.empty() ? "env://" : options.init_method, options.rank,
                               options.world_size, timeout);

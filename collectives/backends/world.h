@@ -55,7 +55,8 @@ struct GroupOptions {
 };
 
 struct InitOptions {
-  // env://, tcp://host:port or file:///path (store/rendezvous.h). Empty: env:// unless `store` is set.
+  // env://, tcp://host:port or file:///path (store/rendezvous.h). Empty: env://, except under mpirun
+  // without MASTER_ADDR, where the store comes from MPI (collectives/mpi/mpi_bootstrap.h).
   std::string init_method;
   // An existing store shared by every rank; then rank and world_size are required.
   std::shared_ptr<store::Store> store;

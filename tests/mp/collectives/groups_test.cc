@@ -3,10 +3,13 @@
 // rank, new_subgroups, round-robin groups (B.9), broadcast_coalesced, the store barrier's timeout, and
 // destroy + init again on the same store. Each case initializes the registry on the fixture's private
 // store and destroys it at the end.
+#include <dirent.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <dirent.h>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "base/logging.h"
@@ -335,4 +338,40 @@ TEST_CASE_METHOD(MpFixture, "groups: destroy, then init again on the same store"
     barrier();
   }
   CHECK_FALSE(is_initialized());
+}
+
+TEST_CASE_METHOD(MpFixture, "groups: init_process_group through an init method (file://, mpirun)", "[groups]") {
+  // file://: rank 0 names a fresh file; every rank opens the same one.
+  if (rank() == 0) {
+    store()->set("path", fmt::format("/tmp/braid-groups-{}-{}", ::getpid(), std::rand()));
+  }
+  const std::string path = store()->get_string("path");
+  for (const std::string& method : {std::string("file://") + path, std::string("mpirun")}) {
+    INFO(method);
+    if (method == "mpirun" && world().launcher != "mpi") continue;
+    InitOptions o;
+    if (method != "mpirun") {
+      o.init_method = method;
+      o.rank = rank();
+      o.world_size = size();
+    }
+    o.group.timeout = kTestGroupTimeout;
+    init_process_group(backend(), o);
+    struct DestroyAtEnd {
+      ~DestroyAtEnd() {
+        if (is_initialized()) destroy_process_group();
+      }
+    } destroy_at_end;
+    CHECK(get_rank() == rank());
+    CHECK(get_world_size() == size());
+    Tensor t = dev(ones({3}));
+    all_reduce(t);
+    CHECK_THAT(t, Equals(floats({1.0 * size(), 1.0 * size(), 1.0 * size()})));
+    auto g = new_group();
+    all_reduce(t, ReduceOp::SUM, g);
+    CHECK_THAT(t, Equals(floats({1.0 * size() * size(), 1.0 * size() * size(), 1.0 * size() * size()})));
+    barrier();
+  }
+  sync("before-unlink");
+  if (rank() == 0) std::remove(path.c_str());
 }
