@@ -33,7 +33,7 @@ struct Address {
 
 }  // namespace
 
-std::shared_ptr<store::Store> mpi_bootstrap_store(std::chrono::milliseconds timeout) {
+std::shared_ptr<store::Store> mpi_bootstrap_store(Millis timeout) {
   const auto runtime = MpiRuntime::acquire();
   const std::string what = "mpi_bootstrap_store";
   // A private communicator: the broadcast must not meet the application's traffic on MPI_COMM_WORLD.

@@ -8,14 +8,14 @@
 // interface.
 #pragma once
 
-#include <chrono>
 #include <memory>
 
+#include "base/deadline.h"
 #include "store/store.h"
 
 namespace braid::collectives::mpi {
 
 // `timeout` bounds connecting and is the store's default timeout for blocking calls.
-std::shared_ptr<store::Store> mpi_bootstrap_store(std::chrono::milliseconds timeout);
+std::shared_ptr<store::Store> mpi_bootstrap_store(Millis timeout);
 
 }  // namespace braid::collectives::mpi

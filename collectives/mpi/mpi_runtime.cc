@@ -1,5 +1,6 @@
 #include "collectives/mpi/mpi_runtime.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "base/check.h"
@@ -20,6 +21,13 @@ struct Holder {
   std::shared_ptr<MpiRuntime> runtime;
   std::string error;  // set instead of runtime when initialisation failed
 };
+
+// MPI_User_function for MPI_INT8_T and MPI_UINT8_T: two's complement makes one unsigned loop right for both.
+void wrapping_byte_sum_fn(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const auto* a = static_cast<const uint8_t*>(in);
+  auto* b = static_cast<uint8_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = static_cast<uint8_t>(a[i] + b[i]);
+}
 
 Holder& holder() {
   // Destroyed during static destruction; the runtime lives on while groups still hold it.
@@ -85,6 +93,8 @@ std::shared_ptr<MpiRuntime> MpiRuntime::create() {
   }
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->world_rank_), "MPI_Comm_rank", "MPI initialisation");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &runtime->world_size_), "MPI_Comm_size", "MPI initialisation");
+  check_mpi(MPI_Op_create(&wrapping_byte_sum_fn, /*commute=*/1, &runtime->wrapping_byte_sum_), "MPI_Op_create",
+            "MPI initialisation");
   logging::get("braid.coll")->debug("MPI {} by {} at {} (world rank {}/{})",
                                     runtime->owns_mpi_ ? "initialised" : "already initialised",
                                     runtime->owns_mpi_ ? "braid" : "the application", thread_level_name(provided),
@@ -112,6 +122,7 @@ void MpiRuntime::keep_until_finalize(std::any keep) {
 }
 
 MpiRuntime::~MpiRuntime() {
+  if (wrapping_byte_sum_ != MPI_OP_NULL && !finalized()) MPI_Op_free(&wrapping_byte_sum_);
   if (owns_mpi_ && !finalized()) {
     MPI_Finalize();
   } else if (!finalized() && !graveyard_.empty()) {

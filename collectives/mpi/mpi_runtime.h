@@ -46,6 +46,11 @@ class MpiRuntime {
   // True once MPI_Finalize ran (by braid or by the application): no MPI call may follow.
   static bool finalized();
 
+  // SUM over 8-bit integers that wraps around. Open MPI 4.1.4's op/avx component saturates 8-bit sums
+  // (200 + 200 gives 255 for uint8) once a message is long enough to vectorise, in every collective that
+  // reduces, blocking or not; a user-defined op never goes through op/avx.
+  MPI_Op wrapping_byte_sum() const { return wrapping_byte_sum_; }
+
   // Keeps `keep` (buffers of a request that can never be cancelled: a timed-out nonblocking collective, a
   // send whose cancel failed) alive until MPI is finalised, so that MPI never writes into freed memory.
   void keep_until_finalize(std::any keep);
@@ -57,6 +62,7 @@ class MpiRuntime {
   bool owns_mpi_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
+  MPI_Op wrapping_byte_sum_ = MPI_OP_NULL;
   std::mutex mu_;
   std::vector<std::any> graveyard_;  // GUARDED_BY(mu_)
 };

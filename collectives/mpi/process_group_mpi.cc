@@ -129,6 +129,11 @@ MPI_Comm ProcessGroupMPI::lane_comm(const OpContext& ctx) const {
   return comms_.lanes[static_cast<size_t>(ctx.lane)];
 }
 
+MPI_Op ProcessGroupMPI::reduce_op(EngineOp op, DType dtype) const {
+  if (op == EngineOp::SUM && (dtype == DType::UInt8 || dtype == DType::Int8)) return runtime_->wrapping_byte_sum();
+  return mpi_op(op);
+}
+
 template <class Start>
 void ProcessGroupMPI::run_nonblocking(const char* call, const OpContext& ctx, std::any keep, Start&& start) {
   const auto started = Clock::now();
@@ -152,8 +157,8 @@ void ProcessGroupMPI::run_broadcast(Tensor& buffer, int root, const OpContext& c
 void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
   const int n = mpi_count(buffer.numel(), ctx.what);
   run_nonblocking("MPI_Iallreduce", ctx, buffer, [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, ptr(buffer), n, mpi_reduce_type(buffer.dtype()), mpi_op(op), lane_comm(ctx),
-                          r);
+    return MPI_Iallreduce(MPI_IN_PLACE, ptr(buffer), n, mpi_reduce_type(buffer.dtype()), reduce_op(op, buffer.dtype()),
+                          lane_comm(ctx), r);
   });
 }
 
@@ -162,7 +167,7 @@ void ProcessGroupMPI::run_reduce(Tensor& buffer, EngineOp op, int root, const Op
   const bool is_root = rank() == root;
   run_nonblocking("MPI_Ireduce", ctx, buffer, [&](MPI_Request* r) {
     return MPI_Ireduce(is_root ? MPI_IN_PLACE : ptr(buffer), is_root ? ptr(buffer) : nullptr, n,
-                       mpi_reduce_type(buffer.dtype()), mpi_op(op), root, lane_comm(ctx), r);
+                       mpi_reduce_type(buffer.dtype()), reduce_op(op, buffer.dtype()), root, lane_comm(ctx), r);
   });
 }
 
@@ -201,8 +206,8 @@ void ProcessGroupMPI::run_reduce_scatter(const Tensor& input, Tensor& output, En
   const int n = mpi_count(output.numel(), ctx.what);
   mpi_count(input.numel(), ctx.what);
   run_nonblocking("MPI_Ireduce_scatter_block", ctx, std::make_pair(input, output), [&](MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(ptr(input), ptr(output), n, mpi_reduce_type(output.dtype()), mpi_op(op),
-                                     lane_comm(ctx), r);
+    return MPI_Ireduce_scatter_block(ptr(input), ptr(output), n, mpi_reduce_type(output.dtype()),
+                                     reduce_op(op, output.dtype()), lane_comm(ctx), r);
   });
 }
 

@@ -71,6 +71,7 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
 
   void create_communicators(const BackendOptions& options);
   MPI_Comm lane_comm(const OpContext& ctx) const;
+  MPI_Op reduce_op(EngineOp op, DType dtype) const;
   // Starts a nonblocking operation with `start(&request)` and tests it until ctx.deadline. On timeout the
   // request (which MPI cannot cancel) and `keep` (everything MPI may still touch) go to the progress
   // thread and TimeoutError is thrown.
