@@ -153,9 +153,10 @@ TEST_CASE("cuda: copy with dtype conversion matches the CPU on strided layouts",
       for (const View& v : views) {
         INFO(dname(src) << " -> " << dname(dst) << ", " << v.name);
         CHECK(same_bytes(v.apply(dev).to(dst), v.apply(host).to(dst)));
-        // Into a non-contiguous destination.
-        const Tensor out_dev = zeros({4, 3, 2}, TensorOptions(dst, kGpu)).permute({2, 1, 0});
-        const Tensor out_host = zeros({4, 3, 2}, dst).permute({2, 1, 0});
+        // Into a non-contiguous destination of the view's shape (a reversed contiguous tensor, permuted).
+        const Shape s = v.apply(host).shape();
+        const Tensor out_dev = zeros({s[2], s[1], s[0]}, TensorOptions(dst, kGpu)).permute({2, 1, 0});
+        const Tensor out_host = zeros({s[2], s[1], s[0]}, dst).permute({2, 1, 0});
         out_dev.copy_(v.apply(dev));
         out_host.copy_(v.apply(host));
         CHECK(same_bytes(out_dev, out_host));
