@@ -18,13 +18,14 @@ struct NcclP2P::Op {
   Tensor buffer;
   Deadline deadline = Deadline::never();
   std::shared_ptr<Work> work;
-  std::unique_ptr<CudaEvent> done;  // recorded on the pair's stream once issued
+  std::unique_ptr<CudaEvent> done;  // recorded on the ch's stream once issued
 };
 
-struct NcclP2P::Pair {
+struct NcclP2P::Channel {
   enum class State { kNew, kWaitingForId, kInitializing, kReady, kBroken };
   int peer = 0;
-  int index = 0;  // this rank's rank in the two-rank communicator (0: the lower rank)
+  bool sends = true;  // this rank's direction on the channel: all its ops are sends, or all are receives
+  int index = 0;      // this rank's rank in the two-rank communicator (the sender is 0)
   std::string key;
   std::string name;
   State state = State::kNew;
@@ -33,7 +34,7 @@ struct NcclP2P::Pair {
   std::unique_ptr<CudaEvent> inputs_ready;
   std::deque<Op> waiting;  // posted, not issued yet (the communicator is being set up)
   std::deque<Op> issued;   // on the stream, completing in order
-  std::string failure;     // why the pair broke
+  std::string failure;     // why the ch broke
 };
 
 namespace {
@@ -113,117 +114,119 @@ void NcclP2P::loop() {
     }
     bool changed = !incoming.empty();
     for (Op& op : incoming) {
-      auto& slot = pairs_[op.peer];
+      auto& slot = channels_[{op.peer, op.is_send}];
       if (!slot) {
-        slot = std::make_unique<Pair>();
+        slot = std::make_unique<Channel>();
         slot->peer = op.peer;
-        const int lo = std::min(config_.rank, op.peer);
-        const int hi = std::max(config_.rank, op.peer);
-        slot->index = config_.rank == lo ? 0 : 1;
-        slot->key = fmt::format("nccl/p2p/{}-{}", lo, hi);
-        slot->name = fmt::format("group '{}' p2p {}-{}", config_.group, lo, hi);
+        slot->sends = op.is_send;
+        slot->index = op.is_send ? 0 : 1;
+        const int src = op.is_send ? config_.rank : op.peer;
+        const int dst = op.is_send ? op.peer : config_.rank;
+        slot->key = fmt::format("nccl/p2p/{}-to-{}", src, dst);
+        slot->name = fmt::format("group '{}' p2p {}->{}", config_.group, src, dst);
       }
-      if (slot->state == Pair::State::kBroken) {
+      if (slot->state == Channel::State::kBroken) {
         finish_with(op.work, std::make_exception_ptr(CommError(fmt::format(
-                                       "{}: refused: the p2p communicator with rank {} broke earlier: {}",
-                                       op.work->what(), op.peer, slot->failure))));
+                                       "{}: refused: the p2p communicator {} broke earlier: {}", op.work->what(),
+                                       slot->name, slot->failure))));
         continue;
       }
       slot->waiting.push_back(std::move(op));
     }
     busy = false;
-    for (auto& [peer, pair] : pairs_) {
-      changed = advance(*pair) || changed;
-      busy = busy || !pair->waiting.empty() || !pair->issued.empty();
+    for (auto& [key, channel] : channels_) {
+      changed = advance(*channel) || changed;
+      busy = busy || !channel->waiting.empty() || !channel->issued.empty();
     }
     if (changed) backoff.reset();
   }
   shut_down();
 }
 
-bool NcclP2P::advance(Pair& pair) {
-  if (pair.waiting.empty() && pair.issued.empty()) return false;
+bool NcclP2P::advance(Channel& ch) {
+  if (ch.waiting.empty() && ch.issued.empty()) return false;
   bool changed = false;
   try {
     DeviceGuard guard(config_.device);
-    if (pair.state != Pair::State::kReady) {
-      const auto before = pair.state;
-      set_up(pair);
-      changed = pair.state != before;
+    if (ch.state != Channel::State::kReady) {
+      const auto before = ch.state;
+      set_up(ch);
+      changed = ch.state != before;
     }
-    if (pair.state == Pair::State::kReady && !pair.waiting.empty()) {
-      issue(pair);
+    if (ch.state == Channel::State::kReady && !ch.waiting.empty()) {
+      issue(ch);
       changed = true;
     }
-    changed = complete_finished(pair) || changed;
-    if (!pair.issued.empty()) pair.comm->check_healthy(pair.issued.front().work->what());
-    check_deadlines(pair);
+    changed = complete_finished(ch) || changed;
+    if (!ch.issued.empty()) ch.comm->check_healthy(ch.issued.front().work->what());
+    check_deadlines(ch);
   } catch (...) {
-    break_pair(pair, std::current_exception());
+    break_channel(ch, std::current_exception());
     changed = true;
   }
   return changed;
 }
 
-void NcclP2P::set_up(Pair& pair) {
-  const std::string& what = pair.waiting.front().work->what();
-  if (pair.state == Pair::State::kNew) {
+void NcclP2P::set_up(Channel& ch) {
+  const std::string& what = ch.waiting.front().work->what();
+  if (ch.state == Channel::State::kNew) {
     if (config_.size == 1) BRAID_THROW(InternalError, "{}: p2p in a group of one rank", what);
     BRAID_CHECK_TYPED(InvalidArgument, config_.store != nullptr, "{}: the nccl backend needs a store for p2p", what);
-    if (pair.index == 0) {
-      const ncclUniqueId id = publish_unique_id(*config_.store, pair.key);
-      pair.comm = std::make_shared<NcclComm>(2, 0, id, config_.device, pair.name);
-      pair.state = Pair::State::kInitializing;
+    if (ch.index == 0) {
+      // The sender creates the channel's NCCL id; the receiver polls the store for it.
+      const ncclUniqueId id = publish_unique_id(*config_.store, ch.key);
+      ch.comm = std::make_shared<NcclComm>(2, 0, id, config_.device, ch.name);
+      ch.state = Channel::State::kInitializing;
     } else {
-      pair.state = Pair::State::kWaitingForId;
+      ch.state = Channel::State::kWaitingForId;
     }
   }
-  if (pair.state == Pair::State::kWaitingForId) {
-    if (auto id = try_read_unique_id(*config_.store, pair.key)) {
-      pair.comm = std::make_shared<NcclComm>(2, 1, *id, config_.device, pair.name);
-      pair.state = Pair::State::kInitializing;
+  if (ch.state == Channel::State::kWaitingForId) {
+    if (auto id = try_read_unique_id(*config_.store, ch.key)) {
+      ch.comm = std::make_shared<NcclComm>(2, 1, *id, config_.device, ch.name);
+      ch.state = Channel::State::kInitializing;
     }
   }
-  if (pair.state == Pair::State::kInitializing && pair.comm->poll_ready(what)) {
-    pair.stream = std::make_unique<CudaStream>(config_.device);
-    pair.inputs_ready = std::make_unique<CudaEvent>();
-    pair.state = Pair::State::kReady;
-    logger()->debug("nccl p2p communicator {} is ready", pair.name);
+  if (ch.state == Channel::State::kInitializing && ch.comm->poll_ready(what)) {
+    ch.stream = std::make_unique<CudaStream>(config_.device);
+    ch.inputs_ready = std::make_unique<CudaEvent>();
+    ch.state = Channel::State::kReady;
+    logger()->debug("nccl p2p communicator {} is ready", ch.name);
   }
 }
 
-void NcclP2P::issue(Pair& pair) {
-  const int peer_in_comm = 1 - pair.index;
-  cudaStream_t stream = pair.stream->get();
-  order_after_default_stream(stream, pair.inputs_ready->get(), pair.waiting.front().work->what());
-  while (!pair.waiting.empty()) {
-    Op& op = pair.waiting.front();
+void NcclP2P::issue(Channel& ch) {
+  const int peer_in_comm = 1 - ch.index;
+  cudaStream_t stream = ch.stream->get();
+  order_after_default_stream(stream, ch.inputs_ready->get(), ch.waiting.front().work->what());
+  while (!ch.waiting.empty()) {
+    Op& op = ch.waiting.front();
     const std::string& what = op.work->what();
     const auto count = static_cast<size_t>(op.buffer.numel());
     const ncclDataType_t dtype = to_nccl(op.buffer.dtype());
     void* data = op.buffer.data_ptr();
     if (count > 0) {
-      pair.comm->run(what, op.is_send ? "ncclSend" : "ncclRecv", op.deadline, [&](ncclComm_t comm) {
+      ch.comm->run(what, op.is_send ? "ncclSend" : "ncclRecv", op.deadline, [&](ncclComm_t comm) {
         return op.is_send ? ncclSend(data, count, dtype, peer_in_comm, comm, stream)
                           : ncclRecv(data, count, dtype, peer_in_comm, comm, stream);
       });
     }
     op.done = std::make_unique<CudaEvent>();
     check_cuda(cudaEventRecord(op.done->get(), stream), "cudaEventRecord", what);
-    pair.issued.push_back(std::move(op));
-    pair.waiting.pop_front();
+    ch.issued.push_back(std::move(op));
+    ch.waiting.pop_front();
   }
 }
 
-bool NcclP2P::complete_finished(Pair& pair) {
+bool NcclP2P::complete_finished(Channel& ch) {
   bool changed = false;
-  while (!pair.issued.empty()) {
-    Op& op = pair.issued.front();
+  while (!ch.issued.empty()) {
+    Op& op = ch.issued.front();
     const cudaError_t q = cudaEventQuery(op.done->get());
     if (q == cudaErrorNotReady) break;
     check_cuda(q, "cudaEventQuery", op.work->what());
     Op finished = std::move(op);
-    pair.issued.pop_front();
+    ch.issued.pop_front();
     changed = true;
     try {
       if (!finished.is_send) finished.work->set_source_rank(finished.peer);
@@ -235,43 +238,43 @@ bool NcclP2P::complete_finished(Pair& pair) {
   return changed;
 }
 
-void NcclP2P::check_deadlines(Pair& pair) {
-  // Ops of a pair complete in order, so only the oldest one can be the first to run out of time.
-  const Op* oldest = !pair.issued.empty() ? &pair.issued.front() : (!pair.waiting.empty() ? &pair.waiting.front() : nullptr);
+void NcclP2P::check_deadlines(Channel& ch) {
+  // Ops of a ch complete in order, so only the oldest one can be the first to run out of time.
+  const Op* oldest = !ch.issued.empty() ? &ch.issued.front() : (!ch.waiting.empty() ? &ch.waiting.front() : nullptr);
   if (oldest == nullptr || !oldest->deadline.expired()) return;
-  const char* where = pair.state != Pair::State::kReady
-                          ? (pair.state == Pair::State::kWaitingForId ? "waiting for the peer to publish the NCCL id of "
-                                                                        "the pair communicator"
-                                                                      : "setting up the pair communicator")
+  const char* where = ch.state != Channel::State::kReady
+                          ? (ch.state == Channel::State::kWaitingForId
+                                 ? "waiting for the sender to publish the NCCL id of the p2p communicator"
+                                 : "setting up the p2p communicator")
                           : (oldest->is_send ? "waiting for the peer to receive" : "waiting for the peer to send");
-  BRAID_THROW(TimeoutError, "{}: timed out {} (rank {} never matched it)", oldest->work->what(), where, pair.peer);
+  BRAID_THROW(TimeoutError, "{}: timed out {} (rank {} never matched it)", oldest->work->what(), where, ch.peer);
 }
 
-void NcclP2P::break_pair(Pair& pair, std::exception_ptr error) {
+void NcclP2P::break_channel(Channel& ch, std::exception_ptr error) {
   const std::string first = message_of(error);
-  pair.failure = first;
-  pair.state = Pair::State::kBroken;
+  ch.failure = first;
+  ch.state = Channel::State::kBroken;
   auto keepalive = std::make_shared<std::vector<Tensor>>();
   std::vector<std::shared_ptr<Work>> works;
-  for (auto* q : {&pair.issued, &pair.waiting}) {
+  for (auto* q : {&ch.issued, &ch.waiting}) {
     for (Op& op : *q) {
       keepalive->push_back(op.buffer);
       works.push_back(op.work);
     }
     q->clear();
   }
-  if (pair.comm) {
-    config_.watchdog->abort_async(pair.comm, fmt::format("p2p failed: {}", first), keepalive);
-    pair.comm.reset();
+  if (ch.comm) {
+    config_.watchdog->abort_async(ch.comm, fmt::format("p2p failed: {}", first), keepalive);
+    ch.comm.reset();
   }
   for (size_t i = 0; i < works.size(); ++i) {
     finish_with(works[i],
                 i == 0 ? error
                        : std::make_exception_ptr(CommError(fmt::format(
-                             "{}: not completed: an earlier p2p op with rank {} failed: {}", works[i]->what(), pair.peer,
+                             "{}: not completed: an earlier op on p2p communicator {} failed: {}", works[i]->what(), ch.name,
                              first))));
   }
-  logger()->error("nccl p2p with rank {} on group '{}' broke: {}", pair.peer, config_.group, first);
+  logger()->error("nccl p2p communicator {} broke: {}", ch.name, first);
 }
 
 void NcclP2P::shut_down() {
@@ -284,14 +287,15 @@ void NcclP2P::shut_down() {
     finish_with(op.work, std::make_exception_ptr(CommError(
                              fmt::format("{}: not completed: the nccl group was destroyed first", op.work->what()))));
   }
-  for (auto& [peer, pair] : pairs_) {
-    if (!pair->issued.empty() || !pair->waiting.empty()) {
-      const std::string& what = (!pair->issued.empty() ? pair->issued.front() : pair->waiting.front()).work->what();
-      break_pair(*pair, std::make_exception_ptr(CommError(
-                            fmt::format("{}: not completed: the nccl group was destroyed first", what))));
+  for (auto& [key, channel] : channels_) {
+    if (!channel->issued.empty() || !channel->waiting.empty()) {
+      const std::string& what =
+          (!channel->issued.empty() ? channel->issued.front() : channel->waiting.front()).work->what();
+      break_channel(*channel, std::make_exception_ptr(CommError(
+                                  fmt::format("{}: not completed: the nccl group was destroyed first", what))));
     }
   }
-  pairs_.clear();  // idle pair communicators are finalized and destroyed here
+  channels_.clear();  // idle channel communicators are finalized and destroyed here
 }
 
 }  // namespace braid::collectives::nccl

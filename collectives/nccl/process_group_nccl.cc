@@ -129,6 +129,13 @@ void ProcessGroupNCCL::refuse_bitwise(const char* op, ReduceOp reduce_op) const 
 
 std::shared_ptr<Work> ProcessGroupNCCL::allreduce(TensorList& tensors, const AllreduceOptions& options) {
   refuse_bitwise("allreduce", options.reduce_op);
+  // The base would stage a sparse allreduce through CPU buffers, which this engine cannot move: refuse it
+  // here rather than fail (and break the group) on the lane.
+  if (!tensors.empty() && tensors[0].is_sparse()) {
+    checks::fail(checks::Caller{name(), rank(), size(), backend_name(), "allreduce"},
+                 "unsupported layout: the nccl backend has no sparse allreduce (braid's sparse tensors live on the "
+                 "CPU); use the gloo or mpi backend");
+  }
   return QueuedProcessGroup::allreduce(tensors, options);
 }
 

@@ -18,8 +18,8 @@
 // different orders (each waits for peers while holding SMs the other needs), and the lane threads give no
 // cross-rank order. Ops queued on the group still overlap with the caller; they run one after another.
 //
-// send/recv go through NcclP2P (one two-rank communicator and stream per pair of ranks, a completion
-// thread). recv_anysource and the bitwise reduce ops (BAND, BOR, BXOR) are refused at call time: NCCL has
+// send/recv go through NcclP2P (a two-rank communicator and stream per direction between two ranks, a
+// completion thread). recv_anysource and the bitwise reduce ops (BAND, BOR, BXOR) are refused at call time: NCCL has
 // neither.
 //
 // Device: BackendOptions.cuda_device, else the launcher's local rank (OMPI/Slurm/torchrun variables),
@@ -53,7 +53,7 @@ class ProcessGroupNCCL final : public QueuedProcessGroup {
   int device() const { return device_; }
 
   // NCCL has no bitwise reductions: these refuse BAND/BOR/BXOR at call time ("unsupported reduction
-  // operation"), then defer to QueuedProcessGroup.
+  // operation"), and allreduce refuses sparse tensors, then they defer to QueuedProcessGroup.
   std::shared_ptr<Work> allreduce(TensorList& tensors, const AllreduceOptions& options = {}) override;
   std::shared_ptr<Work> allreduce_coalesced(TensorList& tensors, const AllreduceCoalescedOptions& options = {}) override;
   std::shared_ptr<Work> reduce(TensorList& tensors, const ReduceOptions& options = {}) override;

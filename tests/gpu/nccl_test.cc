@@ -23,6 +23,7 @@
 #include "tensor/compare.h"
 #include "tensor/cuda/device_api.h"
 #include "tensor/factory.h"
+#include "tensor/sparse.h"
 #include "tensor/tensor.h"
 
 namespace braid::collectives {
@@ -247,7 +248,8 @@ TEST_CASE("nccl: many ops in flight complete in issue order and barrier waits fo
   }
 }
 
-TEST_CASE("nccl: bitwise reductions, any-source receives and CPU tensors are refused at call time", "[gpu][nccl]") {
+TEST_CASE("nccl: bitwise reductions, any-source receives, CPU and sparse tensors are refused at call time",
+          "[gpu][nccl]") {
   if (no_gpu()) return;
   auto pg = make_group();
   TensorList ints{gpu(values(DType::Int64, {8}, 0))};
@@ -265,6 +267,8 @@ TEST_CASE("nccl: bitwise reductions, any-source receives and CPU tensors are ref
   CHECK_THROWS_WITH(pg->recv_anysource(recv, 0), Catch::Contains("any source"));
   TensorList host{zeros({4}, DType::Float32)};
   CHECK_THROWS_WITH(pg->allreduce(host), Catch::Contains("unsupported device type"));
+  TensorList sparse{SparseTensor::from_dense(values(DType::Float32, {4, 3}, 1)).to_tensor()};
+  CHECK_THROWS_WITH(pg->allreduce(sparse), Catch::Contains("unsupported layout"));
   // The group is still usable after refusals.
   pg->allreduce(ints)->wait();
   check_same(ints[0], values(DType::Int64, {8}, 0));
