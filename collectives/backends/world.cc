@@ -46,9 +46,11 @@ struct World {
   std::map<std::string, BackendFactory> factories;  // kept across destroy
 };
 
+// Never destroyed: at exit, engine destructors could otherwise run after their libraries shut down
+// (MPI finalizes in an exit handler). Programs that want a clean shutdown call destroy_process_group().
 World& world() {
-  static World w;
-  return w;
+  static World* w = new World;
+  return *w;
 }
 
 // A copy of what new_group needs, taken under the lock.
@@ -456,6 +458,12 @@ std::shared_ptr<Work> all_gather(const std::vector<Tensor>& tensor_list, const T
                                  bool async_op) {
   GroupPtr pg = target(group, "all_gather");
   if (!pg) return nullptr;
+  // torch's _ensure_all_tensors_same_dtype, checked here because the group sees only its own dtypes.
+  for (const auto& t : tensor_list) {
+    BRAID_CHECK_ARG(!t.defined() || !tensor.defined() || t.dtype() == tensor.dtype(),
+                    "all_gather on group '{}': Invalid usage of tensors with different dtypes: found {} and {}",
+                    pg->name(), dtype_name(tensor.dtype()), dtype_name(t.dtype()));
+  }
   std::vector<TensorList> outputs{tensor_list};
   TensorList inputs{tensor};
   return finish(pg->allgather(outputs, inputs), async_op);

@@ -23,6 +23,9 @@
 // Group arguments: std::nullopt means the default group; a null pointer is kNonGroupMember (what a
 // non-member gets from a local-synchronization new_group).
 //
+// Lifetime: the registry lives until the process exits; call destroy_process_group() before exiting for a
+// clean shutdown (groups left registered are not destroyed at exit).
+//
 // Thread-safety: every function may be called from any thread. new_group and the collectives must be
 // issued in the same order on every rank (as with torch).
 #pragma once
@@ -116,7 +119,8 @@ uint64_t get_sequence_number_for_group(const GroupArg& group = std::nullopt);
 
 std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM,
                                  const GroupArg& group = std::nullopt, bool async_op = false);
-// tensor_list must hold get_world_size(group) tensors; tensor_list[r] receives group rank r's tensor.
+// tensor_list must hold get_world_size(group) tensors of tensor's dtype ("tensors with different
+// dtypes" otherwise); tensor_list[r] receives group rank r's tensor.
 std::shared_ptr<Work> all_gather(const std::vector<Tensor>& tensor_list, const Tensor& tensor,
                                  const GroupArg& group = std::nullopt, bool async_op = false);
 // `src` is a global rank (as in torch), translated to its rank in `group`.

@@ -163,6 +163,8 @@ TEST_CASE("world: module-level collectives and sequence numbers", "[collectives]
   std::vector<Tensor> out{zeros({3})};
   all_gather(out, t, g);
   REQUIRE(equal(out[0], t));
+  std::vector<Tensor> wrong{zeros({3}, DType::Float64)};
+  REQUIRE_THROWS_WITH(all_gather(wrong, t, g), Contains("tensors with different dtypes"));
   broadcast(t, 0, g);
   barrier(g);
   REQUIRE(get_sequence_number_for_group(g) == 4);  // +1 per op, on the group it ran on
