@@ -6,6 +6,8 @@
 #   <out-dir>/run.sh gpu_tests [catch2 args...]      # on the GPU machine
 #   <out-dir>/run.sh braid info
 #
+# BRAID_BUNDLE_EXTRA adds more programs of the build directory (paths relative to it).
+#
 # What goes in:
 #   bin/   the programs, debug info stripped (symbols kept for backtraces);
 #   lib/   every library `ldd` lists for them (libc and the dynamic loader ld-linux-x86-64.so.2 included:
@@ -37,6 +39,11 @@ programs=()
 [[ -x $build/tests/gpu_tests ]] || { echo "$0: $build/tests/gpu_tests not found (build the gpu_tests target)" >&2; exit 1; }
 programs+=("$build/tests/gpu_tests")
 [[ -x $build/cli/braid ]] && programs+=("$build/cli/braid")
+# More programs of the build directory, e.g. BRAID_BUNDLE_EXTRA="tests/mp/collectives_mp_tests".
+for extra in ${BRAID_BUNDLE_EXTRA:-}; do
+  [[ -x $build/$extra ]] || { echo "$0: $build/$extra (BRAID_BUNDLE_EXTRA) not found" >&2; exit 1; }
+  programs+=("$build/$extra")
+done
 
 if [[ -e $out ]]; then
   if [[ -f $out/$marker ]]; then

@@ -28,8 +28,9 @@ namespace braid::collectives::nccl {
 
 class NcclWatchdog {
  public:
-  // How long after its deadline an armed watch fires.
+  // How long after its deadline an armed watch fires, and how often the watches are looked at.
   static constexpr Millis kGrace{2000};
+  static constexpr Millis kTick{250};
 
   // The process's watchdog, started on first use; it stops when the last holder lets go.
   static std::shared_ptr<NcclWatchdog> shared();
