@@ -3,6 +3,7 @@
 // then broken and later calls throw CommError. Each case uses a fresh group with a short timeout. These
 // cases run last (tests/mp/CMakeLists.txt): they leave half-finished operations behind on purpose.
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "tests/mp/support/mp_test.h"
@@ -143,4 +144,37 @@ TEST_CASE_METHOD(MpFixture, "timeouts: monitored_barrier passes with every rank 
   TensorList xs{dev(ints({1}))};
   finish(pg->allreduce(xs));
   CHECK_THAT(xs[0], Equals(ints({size()})));
+}
+
+TEST_CASE_METHOD(MpFixture, "BRAID_DEBUG=DETAIL: ranks that call a collective differently are named", "[timeout][detail]") {
+  // The mode is read when a group is made; the environment is restored before anything else runs.
+  ::setenv("BRAID_DEBUG", "DETAIL", 1);
+  std::shared_ptr<ProcessGroup> pg;
+  try {
+    pg = make_group();
+  } catch (...) {
+    ::unsetenv("BRAID_DEBUG");
+    throw;
+  }
+  ::unsetenv("BRAID_DEBUG");
+  // Matching calls pass the fingerprint check.
+  TensorList ok{dev(ints({1, 2}))};
+  finish(pg->allreduce(ok));
+  CHECK_THAT(ok[0], Equals(ints({size(), 2 * size()})));
+  if (size() < 2) return;
+  // The last rank passes a different shape: every rank fails, and rank 0 names the last rank.
+  const int odd = size() - 1;
+  TensorList xs{dev(rank() == odd ? zeros({3}) : zeros({2}))};
+  auto w = pg->allreduce(xs);
+  std::string message;
+  try {
+    w->wait(Millis(60'000));
+    FAIL("allreduce with mismatched shapes passed under BRAID_DEBUG=DETAIL");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK_THAT(message, Contains("BRAID_DEBUG=DETAIL"));
+  if (rank() == 0) CHECK_THAT(message, Contains(fmt::format("rank {}:", odd)));
+  if (rank() == odd) CHECK_THAT(message, Contains("rank 0:"));
 }

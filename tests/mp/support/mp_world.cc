@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
 #include "base/check.h"
+#include "base/deadline.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "collectives/backends/backends.h"
@@ -70,7 +75,26 @@ void init_world() {
   logging::set_identity(w.rank, w.size, "mp-test");
 }
 
-void shutdown_world() { mutable_world().store.reset(); }
+void shutdown_world() {
+  World& w = mutable_world();
+  if (!w.store) return;
+  // Rank 0 hosts the store (env:// and the MPI bootstrap): it must not take the server down while another
+  // rank still waits on it (e.g. in the last test case's closing barrier). Every rank checks out, and
+  // rank 0 leaves only when all have.
+  try {
+    const std::string key = "mp/checked-out";
+    w.store->add(key, 1);
+    if (w.rank == 0) {
+      const Deadline deadline = Deadline::after(kConnectTimeout);
+      while (w.store->add(key, 0) < w.size && !deadline.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: leaving the job: %s\n", w.rank, e.what());
+  }
+  w.store.reset();
+}
 
 const World& world() { return mutable_world(); }
 
