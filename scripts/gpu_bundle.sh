@@ -9,7 +9,7 @@
 # BRAID_BUNDLE_EXTRA adds more programs of the build directory (paths relative to it).
 #
 # What goes in:
-#   bin/   the programs, debug info stripped (symbols kept for backtraces);
+#   bin/   the programs, debug info stripped (symbols kept for backtraces; over 8 MiB: gzip-compressed);
 #   lib/   every library `ldd` lists for them (libc and the dynamic loader ld-linux-x86-64.so.2 included:
 #          the programs need this system's glibc), except the NVIDIA driver's own libraries (libcuda,
 #          libnvidia-*), which must come from the GPU machine because they match its kernel module;
@@ -21,7 +21,7 @@
 # The bundle keeps only the architectures in BRAID_BUNDLE_SM (default 90: H100/H200): the payloads of
 # the other fatbin entries are zeroed in place (the ELF layout and the fatbin headers stay as they were,
 # so the CUDA runtime still parses every entry but only ever loads the sm_90 one), and the library is
-# stored gzip-compressed; run.sh unpacks it on first use. The whole bundle must stay under
+# stored gzip-compressed; run.sh unpacks compressed files on first use. The whole bundle must stay under
 # BRAID_BUNDLE_MAX_MIB (default 60).
 set -euo pipefail
 
@@ -138,10 +138,12 @@ print(f"  {path.rsplit('/', 1)[-1]}: kept {kept / 2**20:.1f} MiB of GPU code for
       f"zeroed {zeroed / 2**20:.1f} MiB")
 PY
 }
-for f in "$out"/lib/*; do
+for f in "$out"/lib/* "$out"/bin/*; do
   [[ $(stat -c %s "$f") -gt $((8 << 20)) ]] || continue
-  strip --strip-debug "$f"
-  prune_fatbins "$f"
+  if [[ $f == "$out"/lib/* ]]; then
+    strip --strip-debug "$f"
+    prune_fatbins "$f"
+  fi
   gzip -9 "$f"
 done
 
@@ -153,39 +155,43 @@ cat > "$out/run.sh" <<'RUN'
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -lt 1 ]; then
-  echo "usage: $0 <program> [args...]   (programs: $(ls "$here/bin" | tr '\n' ' '))" >&2
+  echo "usage: $0 <program> [args...]   (programs: $(ls "$here/bin" | sed 's/\.gz$//' | sort -u | tr '\n' ' '))" >&2
   exit 2
 fi
 prog=$1
 shift
-[ -f "$here/bin/$prog" ] && prog="$here/bin/$prog"
 
-# Compressed libraries are unpacked once, into the bundle or (read-only bundle) a cache directory.
-libdir="$here/lib"
-unpacked=$libdir
-if ls "$libdir"/*.gz > /dev/null 2>&1; then
-  if ! touch "$libdir/.w" 2> /dev/null; then
-    unpacked="${TMPDIR:-/tmp}/braid-gpu-bundle-$(id -u)-$(cksum < "$here/run.sh" | cut -d' ' -f1)"
-    mkdir -p "$unpacked"
-  else
-    rm -f "$libdir/.w"
-  fi
-  for gz in "$libdir"/*.gz; do
-    target="$unpacked/$(basename "$gz" .gz)"
-    [ -f "$target" ] && continue
-    if command -v gzip > /dev/null 2>&1; then
-      gzip -dc "$gz" > "$target.tmp"
-    elif command -v python3 > /dev/null 2>&1; then
-      python3 -c 'import gzip,shutil,sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$gz" "$target.tmp"
-    else
-      echo "run.sh: need gzip or python3 to unpack $gz" >&2
-      exit 1
-    fi
-    mv "$target.tmp" "$target"
-  done
+# Compressed files (bin/*.gz, lib/*.gz) are unpacked once, into the bundle or, when it is read-only, into
+# a cache directory.
+cache=$here
+if ! { touch "$here/.w" && rm -f "$here/.w"; } 2> /dev/null; then
+  cache="${TMPDIR:-/tmp}/braid-gpu-bundle-$(id -u)-$(cksum < "$here/MANIFEST" | cut -d' ' -f1)"
 fi
-libpath=$libdir
-[ "$unpacked" != "$libdir" ] && libpath="$unpacked:$libdir"
+for gz in "$here"/bin/*.gz "$here"/lib/*.gz; do
+  [ -f "$gz" ] || continue
+  dir="$cache/$(basename "$(dirname "$gz")")"
+  target="$dir/$(basename "$gz" .gz)"
+  [ -f "$target" ] && continue
+  mkdir -p "$dir"
+  if command -v gzip > /dev/null 2>&1; then
+    gzip -dc "$gz" > "$target.tmp"
+  elif command -v python3 > /dev/null 2>&1; then
+    python3 -c 'import gzip,shutil,sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$gz" "$target.tmp"
+  else
+    echo "run.sh: need gzip or python3 to unpack $gz" >&2
+    exit 1
+  fi
+  chmod +x "$target.tmp"
+  mv "$target.tmp" "$target"
+done
+for d in "$here/bin" "$cache/bin"; do
+  if [ -f "$d/$prog" ]; then
+    prog="$d/$prog"
+    break
+  fi
+done
+libpath="$here/lib"
+[ "$cache" != "$here" ] && libpath="$cache/lib:$libpath"
 
 # The driver's libcuda.so.1 (never carried): where ldconfig knows it, else the usual places.
 driver_dir=""
@@ -202,13 +208,13 @@ if [ -n "$driver_dir" ]; then
 else
   echo "run.sh: warning: libcuda.so.1 not found on this machine; CUDA will report no driver" >&2
 fi
-exec "$libdir/ld-linux-x86-64.so.2" --library-path "$libpath" "$prog" "$@"
+exec "$here/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$prog" "$@"
 RUN
 chmod +x "$out/run.sh"
 
 (cd "$out" && find bin lib -type f -printf '%s\t%p\n' | sort -k2) > "$out/MANIFEST"
 size=$(du -sb "$out" | cut -f1)
-echo "bundle $out: $(( size >> 20 )) MiB, programs: $(ls "$out/bin" | tr '\n' ' ')"
+echo "bundle $out: $(( size >> 20 )) MiB, programs: $(ls "$out/bin" | sed 's/\.gz$//' | tr '\n' ' ')"
 if (( size > max_mib << 20 )); then
   echo "$0: the bundle is over $max_mib MiB" >&2
   exit 1

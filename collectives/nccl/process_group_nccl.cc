@@ -435,6 +435,8 @@ void ProcessGroupNCCL::run_barrier(const OpContext& ctx) {
 
 void ProcessGroupNCCL::post_send(const Tensor& buffer, int dst, int /*tag*/, std::shared_ptr<Work> work) {
   // Tags are not sent: NCCL matches a pair's messages in posting order (see nccl_p2p.h).
+  BRAID_CHECK_ARG(dst >= 0 && dst < size() && dst != rank(), "{}: invalid destination rank {} (group of {} ranks)",
+                  work->what(), dst, size());
   BRAID_CHECK_ARG(buffer.is_cuda() && buffer.device().index == device_,
                   "{}: the tensor is on {}, but this rank's nccl group uses cuda:{}", work->what(), buffer.device().str(),
                   device_);
@@ -442,7 +444,9 @@ void ProcessGroupNCCL::post_send(const Tensor& buffer, int dst, int /*tag*/, std
 }
 
 void ProcessGroupNCCL::post_recv(Tensor& buffer, int src, int /*tag*/, std::shared_ptr<Work> work) {
-  BRAID_CHECK_ARG(src >= 0, "{}: recv from any source is not supported by NCCL", work->what());
+  BRAID_CHECK_ARG(src != -1, "{}: recv from any source is not supported by NCCL", work->what());
+  BRAID_CHECK_ARG(src >= 0 && src < size() && src != rank(), "{}: invalid source rank {} (group of {} ranks)",
+                  work->what(), src, size());
   BRAID_CHECK_ARG(buffer.is_cuda() && buffer.device().index == device_,
                   "{}: the tensor is on {}, but this rank's nccl group uses cuda:{}", work->what(), buffer.device().str(),
                   device_);

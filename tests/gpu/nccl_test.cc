@@ -265,6 +265,8 @@ TEST_CASE("nccl: bitwise reductions, any-source receives, CPU and sparse tensors
   }
   TensorList recv{gpu(zeros({4}, DType::Float32))};
   CHECK_THROWS_WITH(pg->recv_anysource(recv, 0), Catch::Contains("any source"));
+  CHECK_THROWS_AS(pg->send(recv, -1, 0), InvalidArgument);
+  CHECK_THROWS_AS(pg->send(recv, 1, 0), InvalidArgument);
   TensorList host{zeros({4}, DType::Float32)};
   CHECK_THROWS_WITH(pg->allreduce(host), Catch::Contains("unsupported device type"));
   TensorList sparse{SparseTensor::from_dense(values(DType::Float32, {4, 3}, 1)).to_tensor()};
