@@ -77,6 +77,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allreduce(TensorList& tensors, const A
   checks::all_sparse_or_dense(c, tensors);
   const bool sparse = tensors[0].is_sparse();
   checks::reduce_op(c, options.reduce_op, tensors[0].dtype(), sparse);
+  check_engine_reduce(c, options.reduce_op, tensors[0].dtype(), sparse);
   if (sparse) {
     const auto& first = tensors[0].sparse();
     for (size_t i = 1; i < tensors.size(); ++i) {
@@ -127,6 +128,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allreduce_coalesced(TensorList& tensor
   checks::device(c, tensors, accepts_cuda(), accepts_cpu());
   const ReduceOp op = options.reduce_op;
   checks::reduce_op(c, op, tensors[0].dtype(), false);
+  check_engine_reduce(c, op, tensors[0].dtype(), false);
   const std::string sig = detail_ ? fmt::format("allreduce_coalesced {}{}", op, describe_tensors(tensors)) : "";
   return enqueue({"allreduce_coalesced", options.timeout, tensors[0].device(), sig},
                  [this, ts = tensors, op](const OpContext& ctx) {
@@ -153,6 +155,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce(TensorList& tensors, const Redu
   checks::device(c, tensors, accepts_cuda(), accepts_cpu());
   const ReduceOp op = options.reduce_op;
   checks::reduce_op(c, op, tensors[0].dtype(), false);
+  check_engine_reduce(c, op, tensors[0].dtype(), false);
   const int root = static_cast<int>(options.root_rank);
   const std::string sig = detail_ ? fmt::format("reduce {} root={}{}", op, root, describe_tensors(tensors)) : "";
   return enqueue({"reduce", options.timeout, tensors[0].device(), sig},
@@ -313,6 +316,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter(TensorList& outputs, st
   checks::device(c, inputs[0], accepts_cuda(), accepts_cpu());
   const ReduceOp op = options.reduce_op;
   checks::reduce_op(c, op, outputs[0].dtype(), false);
+  check_engine_reduce(c, op, outputs[0].dtype(), false);
   const std::string sig = detail_ ? fmt::format("reduce_scatter {}{}", op, describe_tensors(outputs)) : "";
   return enqueue({"reduce_scatter", options.timeout, outputs[0].device(), sig},
                  [this, outs = outputs, ins = inputs[0], op](const OpContext& ctx) {
@@ -347,6 +351,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter_tensor(Tensor& output, 
   }
   const ReduceOp op = options.reduce_op;
   checks::reduce_op(c, op, output.dtype(), false);
+  check_engine_reduce(c, op, output.dtype(), false);
   const std::string sig = detail_ ? fmt::format("reduce_scatter_tensor {}{}", op, describe_tensors({output})) : "";
   return enqueue({"reduce_scatter_tensor", options.timeout, output.device(), sig},
                  [this, output, input, op](const OpContext& ctx) {
@@ -458,7 +463,7 @@ std::shared_ptr<Work> QueuedProcessGroup::alltoall_single(Tensor& output, Tensor
 std::shared_ptr<Work> QueuedProcessGroup::barrier(const BarrierOptions& options) {
   // Every op issued before the barrier, on any lane, must complete before it does.
   auto earlier = incomplete_works();
-  return enqueue({"barrier", options.timeout, accepts_cpu() ? Device::cpu() : Device::cuda(0), detail_ ? "barrier" : ""},
+  return enqueue({"barrier", options.timeout, engine_device(), detail_ ? "barrier" : ""},
                  [this, earlier = std::move(earlier)](const OpContext& ctx) {
                    for (const auto& w : earlier) w->wait(ctx.deadline.remaining());
                    run_barrier(ctx);

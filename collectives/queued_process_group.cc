@@ -313,7 +313,9 @@ std::shared_ptr<Work> QueuedProcessGroup::post_p2p(const char* op, TensorList& t
   if (tensors.size() != 1) checks::fail(c, fmt::format("requires a single-element tensor list, got {}", tensors.size()));
   checks::dense(c, tensors);
   checks::device(c, tensors, accepts_cuda(), accepts_cpu());
-  if (peer != -1) checks::dst_or_src_rank(c, peer, is_send ? "destination" : "source");
+  // -1 means "any source" for recv_anysource only; send and recv name a real peer.
+  const bool any_source = std::string_view(op) == "recv_anysource";
+  if (!any_source) checks::dst_or_src_rank(c, peer, is_send ? "destination" : "source");
   if (peer == rank()) checks::fail(c, fmt::format("invalid {} rank: {} is this rank", is_send ? "destination" : "source", peer));
   if (tag < 0) checks::fail(c, fmt::format("invalid tag: {} (tags are non-negative)", tag));
   throw_if_unusable(op);

@@ -142,6 +142,12 @@ class QueuedProcessGroup : public ProcessGroup {
   // Whether tensors may live on CUDA (nccl) or on the CPU (mpi, gloo).
   virtual bool accepts_cuda() const { return false; }
   virtual bool accepts_cpu() const { return true; }
+  // Where ops without tensors (barrier, the DETAIL fingerprint of a barrier) move their few bytes.
+  virtual Device engine_device() const { return Device::cpu(); }
+  // Refuses, at call time, a reduction the engine cannot do (after the generic checks::reduce_op):
+  // e.g. NCCL has no bitwise reductions and no sparse allreduce. Throw through checks::fail.
+  virtual void check_engine_reduce(const checks::Caller& /*caller*/, ReduceOp /*op*/, DType /*dtype*/,
+                                   bool /*sparse*/) const {}
 
   // Stops accepting ops, drains and joins every lane. Idempotent.
   void shutdown();

@@ -22,8 +22,9 @@ EngineOp engine_op(ReduceOp op, DType dtype) {
     case ReduceOp::PRODUCT: return logical ? EngineOp::MIN : EngineOp::PRODUCT;
     case ReduceOp::MIN: return EngineOp::MIN;
     case ReduceOp::MAX: return EngineOp::MAX;
-    case ReduceOp::BAND: return EngineOp::BAND;
-    case ReduceOp::BOR: return EngineOp::BOR;
+    // On 0/1 bytes, and/or are min/max: engines without bitwise reductions (NCCL) can still do them.
+    case ReduceOp::BAND: return logical ? EngineOp::MIN : EngineOp::BAND;
+    case ReduceOp::BOR: return logical ? EngineOp::MAX : EngineOp::BOR;
     case ReduceOp::BXOR: return EngineOp::BXOR;
   }
   BRAID_THROW(InternalError, "engine_op: unknown reduce op {}", static_cast<int>(op.kind));

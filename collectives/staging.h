@@ -17,7 +17,7 @@ DType reduce_dtype(DType dtype, bool engine_reduces_natively);
 // The dtype data moves in without reducing: bool -> uint8, everything else as is.
 DType move_dtype(DType dtype);
 // ReduceOp -> the engine's op for `dtype` (the user's dtype): AVG and PREMUL_SUM are sums (the base
-// scales), bool SUM is logical or (MAX of 0/1), PRODUCT logical and (MIN).
+// scales), bool SUM and BOR are logical or (MAX of 0/1), PRODUCT and BAND logical and (MIN).
 EngineOp engine_op(ReduceOp op, DType dtype);
 
 // `t` itself when it is contiguous and already `dtype` (no copy: the engine works in place), else a new

@@ -48,7 +48,6 @@ ncclRedOp_t to_nccl(EngineOp op, std::string_view what) {
               "gloo or mpi backend for BAND/BOR/BXOR)", what, engine_op_name(op));
 }
 
-bool nccl_supports(ReduceOp op) { return !op.is_bitwise(); }
 
 namespace {
 

@@ -20,8 +20,6 @@ ncclDataType_t to_nccl(DType dtype);
 ncclRedOp_t to_nccl(EngineOp op, std::string_view what);
 std::string_view engine_op_name(EngineOp op);
 
-// Whether a reduce op is one NCCL can run; the group checks this at call time.
-bool nccl_supports(ReduceOp op);
 
 // "ncclUnhandledCudaError (unhandled cuda error ...): <ncclGetLastError text>" for messages.
 std::string describe_nccl_error(ncclResult_t result, ncclComm_t comm);

@@ -119,47 +119,19 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
 
 // ---- call-time refusals ----
 
-void ProcessGroupNCCL::refuse_bitwise(const char* op, ReduceOp reduce_op) const {
-  if (nccl::nccl_supports(reduce_op)) return;
-  checks::fail(checks::Caller{name(), rank(), size(), backend_name(), op},
-               fmt::format("unsupported reduction operation {} (NCCL has no bitwise reductions; use the gloo or mpi "
-                           "backend for BAND/BOR/BXOR)",
-                           reduce_op));
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::allreduce(TensorList& tensors, const AllreduceOptions& options) {
-  refuse_bitwise("allreduce", options.reduce_op);
+void ProcessGroupNCCL::check_engine_reduce(const checks::Caller& caller, ReduceOp op, DType dtype, bool sparse) const {
   // The base would stage a sparse allreduce through CPU buffers, which this engine cannot move: refuse it
-  // here rather than fail (and break the group) on the lane.
-  if (!tensors.empty() && tensors[0].is_sparse()) {
-    checks::fail(checks::Caller{name(), rank(), size(), backend_name(), "allreduce"},
-                 "unsupported layout: the nccl backend has no sparse allreduce (braid's sparse tensors live on the "
-                 "CPU); use the gloo or mpi backend");
+  // at call time rather than fail (and break the group) on the lane.
+  if (sparse) {
+    checks::fail(caller, "unsupported layout: the nccl backend has no sparse allreduce (braid's sparse tensors live "
+                         "on the CPU); use the gloo or mpi backend");
   }
-  return QueuedProcessGroup::allreduce(tensors, options);
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::allreduce_coalesced(TensorList& tensors,
-                                                            const AllreduceCoalescedOptions& options) {
-  refuse_bitwise("allreduce_coalesced", options.reduce_op);
-  return QueuedProcessGroup::allreduce_coalesced(tensors, options);
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::reduce(TensorList& tensors, const ReduceOptions& options) {
-  refuse_bitwise("reduce", options.reduce_op);
-  return QueuedProcessGroup::reduce(tensors, options);
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(TensorList& outputs, std::vector<TensorList>& inputs,
-                                                       const ReduceScatterOptions& options) {
-  refuse_bitwise("reduce_scatter", options.reduce_op);
-  return QueuedProcessGroup::reduce_scatter(outputs, inputs, options);
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter_tensor(Tensor& output, Tensor& input,
-                                                              const ReduceScatterOptions& options) {
-  refuse_bitwise("reduce_scatter_tensor", options.reduce_op);
-  return QueuedProcessGroup::reduce_scatter_tensor(output, input, options);
+  // Bool BAND/BOR arrive as MIN/MAX (staging::engine_op); everything else bitwise has no NCCL op.
+  const bool logical = dtype == DType::Bool && op.kind != ReduceOp::BXOR;
+  if (op.is_bitwise() && !logical) {
+    checks::fail(caller, fmt::format("unsupported reduction operation {} (NCCL has no bitwise reductions; use the gloo "
+                                     "or mpi backend for BAND/BOR/BXOR)", op));
+  }
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::recv_anysource(TensorList& /*tensors*/, int /*tag*/) {

@@ -52,15 +52,6 @@ class ProcessGroupNCCL final : public QueuedProcessGroup {
   // The CUDA device this rank's communicators use.
   int device() const { return device_; }
 
-  // NCCL has no bitwise reductions: these refuse BAND/BOR/BXOR at call time ("unsupported reduction
-  // operation"), and allreduce refuses sparse tensors, then they defer to QueuedProcessGroup.
-  std::shared_ptr<Work> allreduce(TensorList& tensors, const AllreduceOptions& options = {}) override;
-  std::shared_ptr<Work> allreduce_coalesced(TensorList& tensors, const AllreduceCoalescedOptions& options = {}) override;
-  std::shared_ptr<Work> reduce(TensorList& tensors, const ReduceOptions& options = {}) override;
-  std::shared_ptr<Work> reduce_scatter(TensorList& outputs, std::vector<TensorList>& inputs,
-                                       const ReduceScatterOptions& options = {}) override;
-  std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, Tensor& input,
-                                              const ReduceScatterOptions& options = {}) override;
   // NCCL cannot receive from any source: always InvalidArgument.
   std::shared_ptr<Work> recv_anysource(TensorList& tensors, int tag) override;
 
@@ -83,6 +74,10 @@ class ProcessGroupNCCL final : public QueuedProcessGroup {
   bool engine_reduces(DType dtype) const override { return dtype != DType::Bool; }
   bool accepts_cuda() const override { return true; }
   bool accepts_cpu() const override { return false; }
+  Device engine_device() const override { return Device::cuda(device_); }
+  // NCCL has no bitwise reductions (bool BAND/BOR excepted: they arrive as MIN/MAX) and no sparse
+  // allreduce: refused at call time ("unsupported reduction operation", "unsupported layout").
+  void check_engine_reduce(const checks::Caller& caller, ReduceOp op, DType dtype, bool sparse) const override;
 
  private:
   // The body of one op: the NCCL calls (run under the communicator's lock) and CUDA work on the lane's
@@ -91,7 +86,6 @@ class ProcessGroupNCCL final : public QueuedProcessGroup {
   void launch(const OpContext& ctx, const char* call, const std::vector<Tensor>& tensors, const Launch& body);
   nccl::NcclLane& lane(const OpContext& ctx);
   void check_buffer(const Tensor& t, const char* role, const OpContext& ctx) const;
-  void refuse_bitwise(const char* op, ReduceOp reduce_op) const;
 
   BackendOptions options_;
   int device_ = 0;

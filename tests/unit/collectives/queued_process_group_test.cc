@@ -55,6 +55,12 @@ class FakeEngine final : public QueuedProcessGroup {
   void post_recv(Tensor&, int, int, std::shared_ptr<Work> work) override { work->finish({}); }
 };
 
+AllreduceOptions with_op(ReduceOp op) {
+  AllreduceOptions o;
+  o.reduce_op = op;
+  return o;
+}
+
 Tensor column_view(std::vector<float> values) {
   // A stride-2 view, as the seed's non-contiguous tests build them.
   const auto n = static_cast<int64_t>(values.size());
@@ -73,7 +79,7 @@ TEST_CASE("allreduce of a list reduces locally and writes every tensor", "[colle
   CHECK(to_vector<float>(ts[1].contiguous()) == std::vector<float>{11, 22});
 
   TensorList mx{from_vector<int32_t>({1, 9}, {2}), from_vector<int32_t>({5, 3}, {2})};
-  pg.allreduce(mx, AllreduceOptions{ReduceOp::MAX})->wait();
+  pg.allreduce(mx, with_op(ReduceOp::MAX))->wait();
   CHECK(to_vector<int32_t>(mx[1]) == std::vector<int32_t>{5, 9});
 }
 
@@ -84,7 +90,7 @@ TEST_CASE("bool reductions are logical and half types run in float32", "[collect
   CHECK(b[0].dtype() == DType::Bool);
   CHECK(to_vector<bool>(b[0]) == std::vector<bool>{true, false, true});
   TensorList p{from_vector<bool>({true, true}, {2}), from_vector<bool>({true, false}, {2})};
-  pg.allreduce(p, AllreduceOptions{ReduceOp::PRODUCT})->wait();  // logical and
+  pg.allreduce(p, with_op(ReduceOp::PRODUCT))->wait();  // logical and
   CHECK(to_vector<bool>(p[0]) == std::vector<bool>{true, false});
 
   // 2048 + 1 + 1 in float16 pairwise would round to 2048 twice; float32 accumulation gives 2050.
@@ -97,13 +103,13 @@ TEST_CASE("bool reductions are logical and half types run in float32", "[collect
 TEST_CASE("AVG and PREMUL_SUM scale around the sum", "[collectives][queued]") {
   FakeEngine pg;
   TensorList a{from_vector<double>({2, 4}, {2}), from_vector<double>({4, 8}, {2})};
-  pg.allreduce(a, AllreduceOptions{ReduceOp::AVG})->wait();  // one rank: the average is the local sum
+  pg.allreduce(a, with_op(ReduceOp::AVG))->wait();  // one rank: the average is the local sum
   CHECK(to_vector<double>(a[0]) == std::vector<double>{6, 12});
   TensorList p{from_vector<float>({1, 2}, {2})};
-  pg.allreduce(p, AllreduceOptions{ReduceOp::premul_sum(0.5)})->wait();
+  pg.allreduce(p, with_op(ReduceOp::premul_sum(0.5)))->wait();
   CHECK(to_vector<float>(p[0]) == std::vector<float>{0.5f, 1.0f});
   TensorList i{from_vector<int64_t>({1}, {1})};
-  CHECK_THROWS_WITH(pg.allreduce(i, AllreduceOptions{ReduceOp::AVG}),
+  CHECK_THROWS_WITH(pg.allreduce(i, with_op(ReduceOp::AVG)),
                     Catch::Contains("unsupported reduction operation") && Catch::Contains("group 'fake'"));
 }
 
@@ -182,7 +188,7 @@ TEST_CASE("sparse allreduce sums COO tensors and keeps them sparse", "[collectiv
   REQUIRE(ts[0].is_sparse());
   CHECK(to_vector<float>(ts[0].sparse().to_dense()) == std::vector<float>{1, 0, 12, 20});
   TensorList bad{a.to_tensor()};
-  CHECK_THROWS_WITH(pg.allreduce(bad, AllreduceOptions{ReduceOp::MAX}), Catch::Contains("unsupported reduction operation"));
+  CHECK_THROWS_WITH(pg.allreduce(bad, with_op(ReduceOp::MAX)), Catch::Contains("unsupported reduction operation"));
 }
 
 TEST_CASE("monitored_barrier passes when every rank arrives", "[collectives][queued]") {
