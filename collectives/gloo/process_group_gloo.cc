@@ -288,10 +288,14 @@ void ProcessGroupGloo::run_barrier(const OpContext& ctx) {
 }
 
 void ProcessGroupGloo::post_send(const Tensor& buffer, int dst, int tag, std::shared_ptr<Work> work) {
+  // The base checks peers; gloo would index its pairs with whatever it gets, so check again here.
+  BRAID_CHECK_ARG(dst >= 0 && dst < size() && dst != rank(), "{}: invalid destination rank {}", work->what(), dst);
   p2p_->post_send(buffer, dst, tag, Deadline::after(timeout()), std::move(work));
 }
 
 void ProcessGroupGloo::post_recv(Tensor& buffer, int src, int tag, std::shared_ptr<Work> work) {
+  BRAID_CHECK_ARG(src == -1 || (src >= 0 && src < size() && src != rank()), "{}: invalid source rank {}",
+                  work->what(), src);
   p2p_->post_recv(buffer, src, tag, Deadline::after(timeout()), std::move(work));
 }
 
