@@ -40,17 +40,17 @@ void check_allgather_basics(MpFixture& f, ProcessGroup& pg, bool noncontiguous) 
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "allgather: one to three inputs per rank", "[allgather]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   check_allgather_basics(*this, *pg, false);
 }
 
 TEST_CASE_METHOD(MpFixture, "allgather: non-contiguous inputs give the same results", "[allgather][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   check_allgather_basics(*this, *pg, true);
 }
 
 TEST_CASE_METHOD(MpFixture, "allgather: every dtype, multi-element and empty tensors", "[allgather][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   for (DType dt : kAllDTypes) {
     INFO("dtype " << dtype_name(dt));
@@ -70,7 +70,7 @@ TEST_CASE_METHOD(MpFixture, "allgather: every dtype, multi-element and empty ten
 }
 
 TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: rank-major concatenation along dim 0", "[allgather]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   for (const Shape& shape : {Shape{5, 5}, Shape{10, 10}, Shape{15, 15}}) {
     INFO("input " << shape_str(shape));
@@ -92,7 +92,7 @@ TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: rank-major concatenation alo
 }
 
 TEST_CASE_METHOD(MpFixture, "allgather_coalesced: output list r holds rank r's inputs", "[allgather_coalesced]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   // The seed's async case: for i in {0, 1}, inputs 2 x [i + r]; output list r' must hold 2 x [i + r'].
   std::vector<TensorList> inputs;

@@ -6,7 +6,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "allreduce_coalesced: each list position reduces separately", "[allreduce_coalesced]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const double r = rank(), ws = size();
   const struct {
     ReduceOp op;
@@ -33,7 +33,7 @@ TEST_CASE_METHOD(MpFixture, "allreduce_coalesced: each list position reduces sep
 }
 
 TEST_CASE_METHOD(MpFixture, "allreduce_coalesced: futures of two lists, waited together", "[allreduce_coalesced][future]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   std::vector<TensorList> lists;
   for (int i = 0; i < 2; ++i) {
@@ -52,7 +52,7 @@ TEST_CASE_METHOD(MpFixture, "allreduce_coalesced: futures of two lists, waited t
 }
 
 TEST_CASE_METHOD(MpFixture, "allreduce_coalesced: mixed shapes, an empty and a non-contiguous tensor", "[allreduce_coalesced][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   Tensor a = dev(full({2, 3}, double(rank()), DType::Float64));
   Tensor e = dev(empty({0}, DType::Float64));

@@ -39,7 +39,7 @@ std::vector<Case> simple_reduce_cases(int r, int ws) {
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "allreduce: one tensor, every op of the seed's table", "[allreduce]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   for (const Case& c : simple_reduce_cases(rank(), size())) {
     INFO(fmt::format("{} of {}", c.op, to_string(c.input)));
     TensorList xs{dev(c.input)};
@@ -53,7 +53,7 @@ TEST_CASE_METHOD(MpFixture, "allreduce: one tensor, every op of the seed's table
 }
 
 TEST_CASE_METHOD(MpFixture, "allreduce: two tensors per rank reduce over all tensors of all ranks", "[allreduce]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int r = rank(), ws = size();
   const struct {
     ReduceOp op;
@@ -77,14 +77,14 @@ TEST_CASE_METHOD(MpFixture, "allreduce: two tensors per rank reduce over all ten
 }
 
 TEST_CASE_METHOD(MpFixture, "allreduce: default options sum", "[allreduce]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   TensorList xs{dev(floats({rank() + 1.0}))};
   finish(pg->allreduce(xs));
   CHECK_THAT(xs[0], Equals(floats({size() * (size() + 1) / 2.0})));
 }
 
 TEST_CASE_METHOD(MpFixture, "allreduce: empty, non-contiguous and large tensors", "[allreduce][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   {
     TensorList xs{dev(empty({0}))};

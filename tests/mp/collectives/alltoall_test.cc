@@ -5,7 +5,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "alltoall_single: equal splits, input[k] = r*ws + k gives output[k] = k*ws + r", "[alltoall]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   Tensor in = dev(arange(rank() * ws, (rank() + 1) * ws, 1, DType::Int64));
   Tensor out = dev(full({ws}, int64_t{-1}, DType::Int64));
@@ -24,7 +24,7 @@ TEST_CASE_METHOD(MpFixture, "alltoall_single: equal splits, input[k] = r*ws + k 
 }
 
 TEST_CASE_METHOD(MpFixture, "alltoall_single: uneven splits, rank r sends s+1 elements to rank s", "[alltoall]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size(), r = rank();
   // Element i of the block rank r sends to rank s is r*100 + s*10 + i.
   std::vector<int64_t> in_values, in_splits, out_splits, want;
@@ -43,7 +43,7 @@ TEST_CASE_METHOD(MpFixture, "alltoall_single: uneven splits, rank r sends s+1 el
 }
 
 TEST_CASE_METHOD(MpFixture, "alltoall: outputs[s] receives rank s's inputs[r], tensors of different sizes", "[alltoall]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size(), r = rank();
   TensorList ins, outs;
   for (int s = 0; s < ws; ++s) {

@@ -6,7 +6,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "broadcast: every root, one int64 tensor and two float tensors per rank", "[broadcast]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   for (int i = 0; i < size(); ++i) {
     INFO("root " << i);
     TensorList x{dev(ints({rank()}))};
@@ -33,14 +33,14 @@ TEST_CASE_METHOD(MpFixture, "broadcast: every root, one int64 tensor and two flo
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast: default options broadcast from rank 0", "[broadcast]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   TensorList x{dev(floats({rank() + 1.0}))};
   const TensorList out = finish(pg->broadcast(x));
   CHECK_THAT(out.at(0), Equals(floats({1.0})));
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast: every dtype moves exactly, bool included", "[broadcast][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   // The seed's bool case: [1, 0, 0, 1] from rank 0 into zeros elsewhere.
   Tensor b = rank() == 0 ? ints({1, 0, 0, 1}, DType::Bool) : zeros({4}, DType::Bool);
   TensorList bl{dev(b)};
@@ -62,7 +62,7 @@ TEST_CASE_METHOD(MpFixture, "broadcast: every dtype moves exactly, bool included
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast: an empty tensor completes and the future holds it", "[broadcast][empty]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   TensorList xs{dev(empty({0}))};
   const TensorList out = finish(pg->broadcast(xs));
   REQUIRE(out.size() == 1);
@@ -75,7 +75,7 @@ TEST_CASE_METHOD(MpFixture, "broadcast: an empty tensor completes and the future
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast: non-contiguous tensors receive the data in place", "[broadcast][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int root = size() > 1 ? 1 : 0;
   // A stride-2 column and a transposed matrix; the root's values come from a strided source too.
   Tensor col = column_view(dev(floats({10.0 * rank(), 10.0 * rank() + 1, 10.0 * rank() + 2})));
@@ -92,7 +92,7 @@ TEST_CASE_METHOD(MpFixture, "broadcast: non-contiguous tensors receive the data 
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast: a 4 MiB tensor from the last rank", "[broadcast][large]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int64_t n = 1 << 20;
   const int root = size() - 1;
   Tensor x = dev(rank() == root ? arange(0, n, 1, DType::Float32) : zeros({n}));

@@ -48,7 +48,7 @@ Tensor sparse1(int64_t size) {
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "checks: broadcast", "[checks][broadcast]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   auto bcast = [&](TensorList ts, int64_t root, int64_t root_tensor) {
     BroadcastOptions o;
@@ -71,7 +71,7 @@ TEST_CASE_METHOD(MpFixture, "checks: broadcast", "[checks][broadcast]") {
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: allreduce, dense and sparse", "[checks][allreduce]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   auto allreduce = [&](TensorList ts, ReduceOp op = ReduceOp::SUM) {
     AllreduceOptions o;
@@ -94,7 +94,7 @@ TEST_CASE_METHOD(MpFixture, "checks: allreduce, dense and sparse", "[checks][all
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: allreduce_coalesced", "[checks][allreduce_coalesced]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   auto coalesced = [&](TensorList ts) { return pg->allreduce_coalesced(ts); };
   CHECK_REFUSED(*pg, coalesced({}), "requires non-empty tensor list");
@@ -111,7 +111,7 @@ TEST_CASE_METHOD(MpFixture, "checks: allreduce_coalesced", "[checks][allreduce_c
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: allgather", "[checks][allgather]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   const int ws = size();
   auto allgather = [&](std::vector<TensorList> outs, TensorList ins) { return pg->allgather(outs, ins); };
@@ -137,7 +137,7 @@ TEST_CASE_METHOD(MpFixture, "checks: allgather", "[checks][allgather]") {
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: allgather_coalesced", "[checks][allgather_coalesced]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   auto outputs = [&] {
     std::vector<TensorList> o;
@@ -163,7 +163,7 @@ TEST_CASE_METHOD(MpFixture, "checks: allgather_coalesced", "[checks][allgather_c
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: reduce", "[checks][reduce]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   auto reduce = [&](TensorList ts, int64_t root, int64_t root_tensor) {
     ReduceOptions o;
@@ -179,7 +179,7 @@ TEST_CASE_METHOD(MpFixture, "checks: reduce", "[checks][reduce]") {
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: scatter (upstream table)", "[checks][scatter]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   const int ws = size();
   auto scatter = [&](TensorList outs, std::vector<TensorList> ins, int64_t root) {
@@ -205,7 +205,7 @@ TEST_CASE_METHOD(MpFixture, "checks: scatter (upstream table)", "[checks][scatte
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: gather (upstream table)", "[checks][gather]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   const int ws = size();
   auto gather = [&](std::vector<TensorList> outs, TensorList ins, int64_t root) {
@@ -231,7 +231,7 @@ TEST_CASE_METHOD(MpFixture, "checks: gather (upstream table)", "[checks][gather]
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: reduce_scatter, alltoall and the *_tensor forms", "[checks]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const Seeds s(*this);
   const int ws = size();
   {

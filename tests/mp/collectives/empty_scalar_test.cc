@@ -6,7 +6,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "empty tensors: every collective completes and leaves them empty", "[empty]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   auto e = [&] { return dev(empty({0})); };
   auto list = [&](int n) {
@@ -54,7 +54,7 @@ TEST_CASE_METHOD(MpFixture, "empty tensors: every collective completes and leave
 }
 
 TEST_CASE_METHOD(MpFixture, "0-dim tensors: broadcast, allreduce and allgather of scalars", "[empty][scalar]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   Tensor s = dev(scalar_tensor(Scalar(double(rank() + 1)), DType::Float64));
   TensorList xs{s};

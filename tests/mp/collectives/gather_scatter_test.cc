@@ -33,17 +33,17 @@ void check_gather_basics(MpFixture& f, ProcessGroup& pg, bool noncontiguous) {
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "gather: every root receives [[0], ..., [ws-1]]", "[gather]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   check_gather_basics(*this, *pg, false);
 }
 
 TEST_CASE_METHOD(MpFixture, "gather: non-contiguous inputs give the same results", "[gather][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   check_gather_basics(*this, *pg, true);
 }
 
 TEST_CASE_METHOD(MpFixture, "gather: multi-element tensors of several dtypes into non-contiguous outputs", "[gather][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size(), root = ws - 1;
   for (DType dt : {DType::Bool, DType::Int8, DType::Float16, DType::BFloat16, DType::Float64}) {
     INFO("dtype " << dtype_name(dt));
@@ -64,7 +64,7 @@ TEST_CASE_METHOD(MpFixture, "gather: multi-element tensors of several dtypes int
 }
 
 TEST_CASE_METHOD(MpFixture, "scatter: every rank's output becomes the root's entry for it", "[scatter]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   for (int root = 0; root < ws; ++root) {
     INFO("root " << root);
@@ -86,7 +86,7 @@ TEST_CASE_METHOD(MpFixture, "scatter: every rank's output becomes the root's ent
 }
 
 TEST_CASE_METHOD(MpFixture, "scatter: non-contiguous inputs and outputs, several dtypes", "[scatter][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size(), root = 0;
   for (DType dt : {DType::UInt8, DType::Int64, DType::Float32}) {
     INFO("dtype " << dtype_name(dt));

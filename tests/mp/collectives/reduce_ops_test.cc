@@ -25,7 +25,7 @@ void check_refused(ProcessGroup& pg, F&& call) {
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce", "[allreduce][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   for (DType dt : kAllDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
       INFO(case_name(op, dt));
@@ -43,7 +43,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce", "[allreduce][dtype
 }
 
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce to a rotating root", "[reduce][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   int n = 0;
   for (DType dt : kAllDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
@@ -65,7 +65,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce to a rotating root", "[
 }
 
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce_coalesced of two tensors", "[allreduce_coalesced][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   for (DType dt : kAllDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
       INFO(case_name(op, dt));
@@ -88,7 +88,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce_coalesced of two ten
 }
 
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce_scatter_tensor and reduce_scatter", "[reduce_scatter][dtype]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   for (DType dt : kAllDTypes) {
     for (ReduceOp op : all_reduce_ops()) {

@@ -8,7 +8,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input equal on every rank gives chunk r times ws", "[reduce_scatter]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   // manual_seed(42) in the seed: the same generator state on every rank gives the same input.
   Generator gen(42);
@@ -23,7 +23,7 @@ TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input equal on every rank
 }
 
 TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: the seed's coalesced shapes, inputs differing per rank", "[reduce_scatter]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   for (int64_t side : {5, 10, 15}) {
     INFO("output " << side << "x" << side);
@@ -41,7 +41,7 @@ TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: the seed's coalesced shapes,
 }
 
 TEST_CASE_METHOD(MpFixture, "reduce_scatter: list input, chunk r of every rank reduces into rank r", "[reduce_scatter]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::PRODUCT}) {
     INFO(fmt::format("{}", op));

@@ -7,7 +7,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "reduce: every op of the seed's table, every root", "[reduce]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int r = rank(), ws = size();
   struct Case {
     ReduceOp op;
@@ -50,7 +50,7 @@ TEST_CASE_METHOD(MpFixture, "reduce: every op of the seed's table, every root", 
 }
 
 TEST_CASE_METHOD(MpFixture, "reduce: a non-contiguous tensor and a large one", "[reduce][layout]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size(), root = ws - 1;
   ReduceOptions o;
   o.root_rank = root;

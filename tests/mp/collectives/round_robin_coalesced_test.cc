@@ -34,7 +34,7 @@ TEST_CASE_METHOD(MpFixture, "round robin: broadcasts over two groups", "[round_r
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast_coalesced: the seed's 30 tensors in 256-byte buckets, every rank as root", "[broadcast_coalesced]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   // 6 groups of arange(60).chunk(5): 12 elements each; the seed's dtypes with half replaced by float32
   // on the CPU (here, and also genuinely 16-bit and integer groups: braid moves them exactly).
   const std::vector<DType> dtypes = {DType::Float32, DType::Float32, DType::Float32, DType::Float64,
@@ -57,7 +57,7 @@ TEST_CASE_METHOD(MpFixture, "broadcast_coalesced: the seed's 30 tensors in 256-b
 }
 
 TEST_CASE_METHOD(MpFixture, "broadcast_coalesced: non-contiguous tensors and one larger than the bucket", "[broadcast_coalesced]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int root = size() - 1;
   Tensor big = dev(rank() == root ? arange(0, 1000, 1, DType::Float32) : zeros({1000}));
   Tensor col = column_view(dev(rank() == root ? floats({1, 2, 3}) : zeros({3})));

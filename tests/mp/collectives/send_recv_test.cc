@@ -8,7 +8,7 @@ using namespace braid::mp;
 using Catch::Contains;
 
 TEST_CASE_METHOD(MpFixture, "send/recv: all to all, everything posted before any wait", "[p2p]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   TensorList inputs, outputs;
   for (int i = 0; i < ws; ++i) {
@@ -43,7 +43,7 @@ TEST_CASE_METHOD(MpFixture, "send/recv: all to all, everything posted before any
 
 TEST_CASE_METHOD(MpFixture, "send/recv: tags keep messages of one pair apart, whatever the order of the recvs", "[p2p]") {
   if (size() < 2) return;
-  auto pg = make_group();
+  auto pg = shared_group();
   // Every rank sends two messages (tags 1 and 2) to its right neighbour and receives the tag 2 one first.
   const int right = (rank() + 1) % size(), left = (rank() + size() - 1) % size();
   TensorList m1{dev(ints({rank() * 10 + 1}))}, m2{dev(ints({rank() * 10 + 2}))};
@@ -64,7 +64,7 @@ TEST_CASE_METHOD(MpFixture, "send/recv: tags keep messages of one pair apart, wh
 
 TEST_CASE_METHOD(MpFixture, "send/recv: recv_anysource reports the sender through source_rank()", "[p2p]") {
   if (size() < 2) return;
-  auto pg = make_group();
+  auto pg = shared_group();
   if (rank() == 0) {
     std::vector<int> seen(static_cast<size_t>(size()), 0);
     for (int i = 1; i < size(); ++i) {
@@ -89,7 +89,7 @@ TEST_CASE_METHOD(MpFixture, "send/recv: recv_anysource reports the sender throug
 
 TEST_CASE_METHOD(MpFixture, "send/recv: a pending recv does not hold up collectives on the group", "[p2p]") {
   if (size() < 2) return;
-  auto pg = make_group();
+  auto pg = shared_group();
   // Rank 0 posts a recv whose send only comes after an allreduce that rank 0 must take part in.
   std::shared_ptr<Work> pending;
   TensorList buf{dev(ints({-1}))};
@@ -109,7 +109,7 @@ TEST_CASE_METHOD(MpFixture, "send/recv: a pending recv does not hold up collecti
 
 TEST_CASE_METHOD(MpFixture, "send/recv: staged buffers (non-contiguous, bool, bfloat16) and a 4 MiB message", "[p2p][layout]") {
   if (size() < 2) return;
-  auto pg = make_group();
+  auto pg = shared_group();
   const int right = (rank() + 1) % size(), left = (rank() + size() - 1) % size();
   {
     TensorList msg{column_view(dev(floats({rank() + 0.5, -1.0})))};
@@ -152,7 +152,7 @@ TEST_CASE_METHOD(MpFixture, "send/recv: staged buffers (non-contiguous, bool, bf
 }
 
 TEST_CASE_METHOD(MpFixture, "send/recv: argument checks happen before anything is posted", "[p2p][checks]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   TensorList one{dev(zeros({1}))};
   TensorList two{dev(zeros({1})), dev(zeros({1}))};
   CHECK_THROWS_AS(pg->send(one, size(), 0), InvalidArgument);

@@ -23,7 +23,7 @@ std::vector<int64_t> all_sequence_numbers(MpFixture& f, ProcessGroup& checker, c
 
 TEST_CASE_METHOD(MpFixture, "sequence numbers: equal after creation and +1 per allreduce", "[sequence]") {
   auto pg = make_group();
-  auto checker = make_group();
+  auto checker = shared_group();
   const auto initial = all_sequence_numbers(*this, *checker, *pg);
   for (int64_t s : initial) CHECK(s == initial[0]);
   const uint64_t start = pg->sequence_number();
@@ -38,7 +38,7 @@ TEST_CASE_METHOD(MpFixture, "sequence numbers: equal after creation and +1 per a
 
 TEST_CASE_METHOD(MpFixture, "sequence numbers: every kind of collective takes exactly one", "[sequence]") {
   auto pg = make_group();
-  auto checker = make_group();
+  auto checker = shared_group();
   const int ws = size();
   uint64_t expected = pg->sequence_number();
   auto step = [&](const char* op, const std::shared_ptr<Work>& w) {

@@ -48,7 +48,7 @@ void check_sparse_result(const Tensor& got, const Tensor& want) {
 
 TEST_CASE_METHOD(MpFixture, "sparse allreduce: upstream generator cases, one and two inputs per rank", "[sparse][allreduce]") {
   if (!supports_sparse()) return;
-  auto pg = make_group();
+  auto pg = shared_group();
   const struct {
     int sparse_dims, dense_dims;
   } kinds[] = {{1, 0}, {2, 0}, {3, 0}, {1, 1}, {1, 2}, {1, 3}};
@@ -69,7 +69,7 @@ TEST_CASE_METHOD(MpFixture, "sparse allreduce: upstream generator cases, one and
 
 TEST_CASE_METHOD(MpFixture, "sparse allreduce: ranks without entries and float64 values", "[sparse][allreduce]") {
   if (!supports_sparse()) return;
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   // Odd ranks contribute nothing; even rank r contributes 1.5 at index r of a length-ws vector.
   Tensor indices = rank() % 2 == 0 ? ints({rank()}).view({1, 1}) : zeros({1, 0}, DType::Int64);

@@ -83,6 +83,32 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allreduce is named, 
   sync("others-failed");
 }
 
+TEST_CASE_METHOD(MpFixture, "timeouts: Work::wait() with no limit surfaces the op's own error", "[timeout][work]") {
+  // What a user sees who just calls wait(): the op's enriched error (op, sequence number, the rank that
+  // never joined), not a bare "timed out waiting for completion" from the wait itself.
+  if (size() < 2) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  auto pg = make_group(go);
+  const int skipper = 0;
+  TensorList warm{dev(ints({1}))};
+  finish(pg->allreduce(warm));
+  if (rank() != skipper) {
+    TensorList xs{dev(ints({1}))};
+    auto w = pg->allreduce(xs);
+    std::string message;
+    try {
+      w->wait();
+      FAIL("the allreduce completed although rank " << skipper << " never called it");
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(lists_rank(never_joined_list(message), skipper));
+  }
+  sync("others-failed");
+}
+
 TEST_CASE_METHOD(MpFixture, "timeouts: a per-call timeout overrides the group's", "[timeout]") {
   if (size() < 2) return;
   auto pg = make_group();  // 60 s

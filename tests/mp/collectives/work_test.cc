@@ -12,7 +12,7 @@ using namespace braid;
 using namespace braid::mp;
 
 TEST_CASE_METHOD(MpFixture, "work: barrier implies wait, with every handle dropped", "[work][barrier]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int num = 16;
   std::vector<Tensor> tensors;
   for (int i = 0; i < num; ++i) tensors.push_back(dev(full({100, 100}, double(i))));
@@ -44,7 +44,7 @@ TEST_CASE_METHOD(MpFixture, "work: barrier waits for earlier ops on every lane",
 }
 
 TEST_CASE_METHOD(MpFixture, "work: is_completed, is_success, exception and the future's value", "[work]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   TensorList xs{dev(floats({1.0}))};
   auto w = pg->allreduce(xs);
   w->wait();
@@ -62,7 +62,7 @@ TEST_CASE_METHOD(MpFixture, "work: is_completed, is_success, exception and the f
 }
 
 TEST_CASE_METHOD(MpFixture, "work: futures chain with then() and wait together", "[work][future]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   const int ws = size();
   // The seed's comm-hook style chaining: allreduce, then +1 on the result, then x2.
   TensorList xs{dev(floats({1.0}))};
@@ -89,7 +89,7 @@ TEST_CASE_METHOD(MpFixture, "work: futures chain with then() and wait together",
 }
 
 TEST_CASE_METHOD(MpFixture, "work: callbacks run once the op completed, on the op's data", "[work][future]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   std::atomic<int> calls{0};
   std::promise<bool> saw_result;
   TensorList xs{dev(ints({rank() + 1}))};
@@ -108,7 +108,7 @@ TEST_CASE_METHOD(MpFixture, "work: callbacks run once the op completed, on the o
 }
 
 TEST_CASE_METHOD(MpFixture, "work: ops issued from several threads keep one order per rank", "[work]") {
-  auto pg = make_group();
+  auto pg = shared_group();
   // Each rank issues 20 allreduces from 2 threads, but under a mutex in a fixed global order, as the
   // ProcessGroup contract demands; the values check that op i met op i everywhere.
   std::mutex mu;

@@ -1,3 +1,4 @@
+#define CATCH_CONFIG_EXTERNAL_INTERFACES  // the listener base class below
 #include "tests/mp/support/mp_fixture.h"
 
 #include <fmt/format.h>
@@ -36,7 +37,37 @@ std::string next_case_id() {
   return fmt::format("{:08x}-{}", fnv1a32(name), run);
 }
 
+// Whether an assertion failed (or an exception escaped) in the running test case on this rank.
+bool g_case_failed = false;
+
+class FailureListener : public Catch::TestEventListenerBase {
+ public:
+  using TestEventListenerBase::TestEventListenerBase;
+  void testCaseStarting(const Catch::TestCaseInfo& info) override {
+    TestEventListenerBase::testCaseStarting(info);
+    g_case_failed = false;
+  }
+  bool assertionEnded(const Catch::AssertionStats& stats) override {
+    if (!stats.assertionResult.isOk()) g_case_failed = true;
+    return TestEventListenerBase::assertionEnded(stats);
+  }
+};
+
+struct Shared {
+  std::shared_ptr<ProcessGroup> group;
+  int generation = 0;  // the same on every rank: groups are replaced only by a collective decision
+};
+
+Shared& shared() {
+  static Shared s;
+  return s;
+}
+
 }  // namespace
+
+CATCH_REGISTER_LISTENER(FailureListener)
+
+void release_shared_group() { shared().group.reset(); }
 
 MpFixture::MpFixture() : case_prefix_("mp/" + next_case_id()) {
   const World& w = world();
@@ -47,7 +78,13 @@ MpFixture::MpFixture() : case_prefix_("mp/" + next_case_id()) {
 
 MpFixture::~MpFixture() {
   try {
+    // Count the ranks on which this case failed; when any did, nobody keeps the shared group.
+    store_->add("failed-ranks", g_case_failed ? 1 : 0);
     sync("end-of-case", kEndOfCaseTimeout);
+    if (store_->add("failed-ranks", 0) > 0 && shared().group) {
+      shared().group.reset();
+      shared().generation++;
+    }
   } catch (const std::exception& e) {
     // The ranks can no longer be brought back in step; going on would only produce confusing failures
     // in every later case, so end this rank (the launcher then stops the others).
@@ -69,6 +106,20 @@ collectives::BackendOptions MpFixture::backend_options(const GroupOptions& optio
   o.threads = options.threads;
   o.devices = options.devices;
   return o;
+}
+
+std::shared_ptr<ProcessGroup> MpFixture::shared_group() {
+  Shared& s = shared();
+  if (!s.group) {
+    collectives::BackendOptions o;
+    o.rank = rank();
+    o.size = size();
+    o.group_name = fmt::format("shared-{}", s.generation);
+    o.store = std::make_shared<store::PrefixStore>(fmt::format("mp/shared-{}", s.generation), world().store);
+    o.timeout = kTestGroupTimeout;
+    s.group = collectives::create_process_group(backend(), o);
+  }
+  return s.group;
 }
 
 std::shared_ptr<ProcessGroup> MpFixture::make_group(const GroupOptions& options) {

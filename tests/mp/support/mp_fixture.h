@@ -4,8 +4,13 @@
 //     its tensors live on (CUDA for nccl, else the CPU); dev(t) moves a tensor there;
 //   * store(): a PrefixStore private to this run of this test case, so keys of different test cases (and of
 //     the sections of one case) never clash;
-//   * make_group(options): a new process group of the backend over the whole job, created through
-//     collectives/backends/backends.h, so the same test runs on every engine. Each group gets its own
+//   * shared_group(): a group of the backend over the whole job with the default options, shared by the
+//     test cases that neither break a group nor need other options (creating a gloo group costs 0.1-0.2 s,
+//     which over ~90 cases would dominate the run). When a test case fails on any rank, every rank drops
+//     it at the end of the case and the next case gets a fresh one, so a failure cannot leave later cases
+//     on a group whose ranks are out of step;
+//   * make_group(options): a new process group of its own, created through collectives/backends/
+//     backends.h like the shared one, so the same test runs on every engine. Each group gets its own
 //     prefix of store() and a unique name. Timeouts are short (60 s by default) so that a rank that falls
 //     out of step fails the test instead of hanging the run;
 //   * sync(): a store barrier of all ranks (no process group involved).
@@ -36,6 +41,9 @@ using collectives::ProcessGroup;
 using collectives::TensorList;
 using collectives::Work;
 
+// Drops the shared group (mp_main.cc calls it after the last test case, while the store is still up).
+void release_shared_group();
+
 // The default timeout of the suite's groups: far above any op's run time here, far below CTest's limit.
 inline constexpr Millis kTestGroupTimeout{60'000};
 
@@ -62,6 +70,7 @@ class MpFixture {
 
   const std::shared_ptr<store::Store>& store() const { return store_; }
 
+  std::shared_ptr<ProcessGroup> shared_group();
   std::shared_ptr<ProcessGroup> make_group(const GroupOptions& options = {});
   // The BackendOptions make_group would use, for tests that create groups themselves.
   collectives::BackendOptions backend_options(const GroupOptions& options = {});

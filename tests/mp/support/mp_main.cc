@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 
+#include "tests/mp/support/mp_fixture.h"
 #include "tests/mp/support/mp_world.h"
 
 namespace {
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const int failed = session.run();
+  braid::mp::release_shared_group();
   braid::mp::shutdown_world();
   // Catch2 returns the number of failures, which could collide with kSkipped.
   return failed == 0 ? 0 : 1;
