@@ -1,12 +1,23 @@
 #include "collectives/work.h"
 
+#include <algorithm>
+
 namespace braid::collectives {
 
 Work::Work(std::string what, std::chrono::milliseconds default_timeout)
     : future_(std::move(what)), default_timeout_(default_timeout) {}
 
+namespace {
+// wait() without a limit waits this much past the op's own timeout: the op fails at its deadline with an
+// error naming the op and the ranks that never joined, and that error (not a bare "timed out waiting")
+// is what the caller should see.
+constexpr std::chrono::milliseconds kOwnErrorGrace{5000};
+}  // namespace
+
 void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
-  future_.value(timeout.value_or(default_timeout_));
+  // Clamped first so that a "forever" timeout cannot overflow when the grace is added.
+  const auto own = std::min(default_timeout_, std::chrono::milliseconds(std::chrono::hours(24 * 365)));
+  future_.value(timeout.value_or(own + kOwnErrorGrace));
 }
 
 }  // namespace braid::collectives

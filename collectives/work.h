@@ -29,8 +29,9 @@ class Work {
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  // Waits up to `timeout` (the group's timeout when unset); throws TimeoutError naming the operation,
-  // or the operation's own error.
+  // Waits up to `timeout`; throws TimeoutError naming the operation, or the operation's own error. Unset:
+  // the op's timeout plus a few seconds, so that the op's own timeout error (naming the ranks that never
+  // joined) is what surfaces.
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   bool is_completed() const { return future_.completed(); }
   bool is_success() const { return future_.completed() && !future_.has_error(); }
