@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "base/check.h"
@@ -98,35 +99,45 @@ void MpiP2p::enqueue(Pending pending) {
 
 void MpiP2p::run() {
   Backoff backoff;
+  const auto ready = [this] { return stop_ || !incoming_.empty(); };
+  // Sleeping on the condition variable rather than in nanosleep lets a new post wake the thread at once.
+  const auto sleep = [&](std::chrono::microseconds pause) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, pause, ready);
+  };
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      const auto ready = [this] { return stop_ || !incoming_.empty(); };
       if (active_.empty()) {
         cv_.wait(lock, ready);
-        backoff.reset();
       } else if (!any_work()) {
         // Only requests nobody waits for (timed-out collectives, uncancellable sends): look rarely.
         cv_.wait_for(lock, kIdlePoll, ready);
-      } else if (const auto pause = backoff.next_sleep(); pause.count() > 0) {
-        // Sleeping here rather than in Backoff lets a new post wake the thread at once.
-        if (cv_.wait_for(lock, pause, ready)) backoff.reset();
       }
       if (stop_) return;
       for (auto& p : incoming_) {
         requests_.push_back(p.request);
         active_.push_back(std::move(p));
       }
+      if (!incoming_.empty()) backoff.reset(busy_window());
       incoming_.clear();
     }
-    if (poll()) backoff.reset();
+    if (poll()) backoff.reset(busy_window());
     // Deadlines: a timed-out send/recv fails now; its request stays until the cancel completes.
     const auto now = Clock::now();
     for (auto& p : active_) {
       if (p.work && now >= p.deadline.at()) expire(p);
     }
-    if (backoff.next_sleep().count() == 0) backoff.pause();  // spin/yield phases; sleeps happen above
+    if (any_work()) backoff.pause(sleep);
   }
+}
+
+std::chrono::microseconds MpiP2p::busy_window() const {
+  size_t bytes = 0;
+  for (const auto& p : active_) {
+    if (p.work) bytes = std::max(bytes, p.buffer.nbytes());
+  }
+  return Backoff::busy_window(bytes);
 }
 
 bool MpiP2p::any_work() const {

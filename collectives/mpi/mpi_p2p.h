@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <any>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,8 @@ class MpiP2p {
   // Tests the active requests once; returns whether any completed.
   bool poll();
   bool any_work() const;
+  // How long to stay busy before sleeping, from the largest message a Work waits for.
+  std::chrono::microseconds busy_window() const;
   void complete(Pending& p, const MPI_Status& status, int error);
   void expire(Pending& p);
   std::string describe(const Pending& p) const;

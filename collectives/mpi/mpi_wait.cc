@@ -25,37 +25,41 @@ void tighten_timer_slack() {
 }  // namespace
 
 void Backoff::pause() {
+  pause([](std::chrono::microseconds d) {
+    const timespec ts{0, static_cast<long>(std::chrono::nanoseconds(d).count())};
+    ::nanosleep(&ts, nullptr);
+  });
+}
+
+void Backoff::pause(const std::function<void(std::chrono::microseconds)>& sleep) {
   if (phase_ == Phase::Spin) {
     // Reading the clock costs ~20 ns; looking every 16 calls keeps the spin tight.
     if ((++calls_ & 15U) != 0 || Clock::now() - start_ < kSpin) return;
     phase_ = Phase::Yield;
   }
   if (phase_ == Phase::Yield) {
-    if (Clock::now() - start_ < kYield) {
+    if (Clock::now() - start_ < busy_) {
       ::sched_yield();
       return;
     }
     phase_ = Phase::Sleep;
     tighten_timer_slack();
   }
-  const timespec ts{0, static_cast<long>(std::chrono::nanoseconds(sleep_).count())};
-  ::nanosleep(&ts, nullptr);
-  sleep_ = std::min(sleep_ * 2, kMaxSleep);
+  sleep(sleep_);
+  const auto cap = Clock::now() - start_ < busy_ + kLongWait ? kMaxSleep : kMaxLongSleep;
+  sleep_ = std::min(sleep_ * 2, cap);
 }
 
-void Backoff::reset() {
+void Backoff::reset(std::chrono::microseconds busy) {
   start_ = Clock::now();
+  busy_ = busy;
   phase_ = Phase::Spin;
   sleep_ = std::chrono::microseconds(1);
   calls_ = 0;
 }
 
-std::chrono::microseconds Backoff::next_sleep() const {
-  return phase_ == Phase::Sleep ? sleep_ : std::chrono::microseconds(0);
-}
-
-bool test_until(MPI_Request& request, const Deadline& deadline, const std::string& what) {
-  Backoff backoff;
+bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what) {
+  Backoff backoff(Backoff::busy_window(bytes));
   unsigned polls = 0;
   while (true) {
     int done = 0;

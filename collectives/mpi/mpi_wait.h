@@ -1,16 +1,22 @@
 // Waiting on MPI requests without eating a core.
 //
-// Open MPI makes progress on nonblocking operations (libnbc collectives especially) only while some thread
-// is inside the library, so a waiter must keep calling MPI_Test. Backoff spaces those calls out: it spins
-// for the first kSpin (short collectives finish there at full speed), then yields for a while, then sleeps
-// with a doubling pause capped at kMaxSleep, so a rank waiting for a slow peer costs a few percent of a
-// core instead of all of it. The numbers behind the constants are in collectives/mpi/README.md.
+// Open MPI makes progress on nonblocking operations (libnbc collectives, shared-memory fragments of large
+// messages) only while some thread is inside the library, so a waiter must keep calling MPI_Test, and a
+// waiter that sleeps slows the transfer itself: with 50 µs sleeps from the start, a 16 MiB allreduce took
+// 9x as long as with MPI_Wait (README.md). Backoff therefore stays busy for as long as the operation
+// could plausibly still be moving data — it spins for kSpin, then yields (other ranks of an oversubscribed
+// job get the core) until its busy window ends — and only then sleeps, doubling the pause up to
+// kMaxSleep (kMaxLongSleep after kLongWait), so a rank waiting for a peer that is late costs ~20% of a
+// core for the first 100 ms and ~5% after that (measured, README.md).
+// busy_window() sizes the window from the bytes in flight.
 #pragma once
 
 #include <mpi.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "base/deadline.h"
@@ -20,28 +26,37 @@ namespace braid::collectives::mpi {
 class Backoff {
  public:
   static constexpr std::chrono::microseconds kSpin{20};
-  static constexpr std::chrono::microseconds kYield{200};
   static constexpr std::chrono::microseconds kMaxSleep{50};
+  // A peer that is this late is really late (a straggler, a skipped op): sleep longer, at the cost of
+  // noticing its arrival up to kMaxLongSleep later.
+  static constexpr std::chrono::milliseconds kLongWait{100};
+  static constexpr std::chrono::microseconds kMaxLongSleep{250};
 
-  Backoff() : start_(Clock::now()) {}
+  // Busy (spinning, then yielding) for `busy`, then sleeping.
+  explicit Backoff(std::chrono::microseconds busy = busy_window(0)) : start_(Clock::now()), busy_(busy) {}
+  // 1 ms plus the time `bytes` take at 0.5 GB/s, a pessimistic shared-memory rate on a loaded machine.
+  static std::chrono::microseconds busy_window(size_t bytes) {
+    return std::chrono::microseconds(1000 + static_cast<int64_t>(bytes / 500));
+  }
   // Waits a little, more the longer this Backoff has been waiting.
   void pause();
-  // Starts over at spinning (after progress was observed).
-  void reset();
-  // How long the next pause() may sleep (zero while spinning or yielding).
-  std::chrono::microseconds next_sleep() const;
+  // The same, but sleeps through `sleep` (e.g. a condition-variable wait that a new request can end).
+  void pause(const std::function<void(std::chrono::microseconds)>& sleep);
+  // Starts over at spinning (after progress was observed), busy for `busy`.
+  void reset(std::chrono::microseconds busy = busy_window(0));
 
  private:
   enum class Phase : uint8_t { Spin, Yield, Sleep };
   Clock::time_point start_;
+  std::chrono::microseconds busy_;
   Phase phase_ = Phase::Spin;
   std::chrono::microseconds sleep_{1};
   unsigned calls_ = 0;
 };
 
-// Tests `request` until it completes (true; the request is then MPI_REQUEST_NULL) or `deadline` passes
-// (false; the request is still active and the caller must keep its buffers alive). Throws CommError naming
-// `what` when MPI reports an error.
-bool test_until(MPI_Request& request, const Deadline& deadline, const std::string& what);
+// Tests `request` (moving about `bytes` per rank) until it completes (true; the request is then
+// MPI_REQUEST_NULL) or `deadline` passes (false; the request is still active and the caller must keep
+// its buffers alive). Throws CommError naming `what` when MPI reports an error.
+bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what);
 
 }  // namespace braid::collectives::mpi

@@ -72,11 +72,12 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
   void create_communicators(const BackendOptions& options);
   MPI_Comm lane_comm(const OpContext& ctx) const;
   MPI_Op reduce_op(EngineOp op, DType dtype) const;
-  // Starts a nonblocking operation with `start(&request)` and tests it until ctx.deadline. On timeout the
+  // Starts a nonblocking operation with `start(&request)` (moving about `bytes` per rank, which sizes the
+  // busy part of the wait) and tests it until ctx.deadline. On timeout the
   // request (which MPI cannot cancel) and `keep` (everything MPI may still touch) go to the progress
   // thread and TimeoutError is thrown.
   template <class Start>
-  void run_nonblocking(const char* call, const OpContext& ctx, std::any keep, Start&& start);
+  void run_nonblocking(const char* call, const OpContext& ctx, size_t bytes, std::any keep, Start&& start);
 
   std::shared_ptr<MpiRuntime> runtime_;  // first: outlives the communicators
   Communicators comms_;
