@@ -90,15 +90,17 @@ void ring_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const 
     send_from[i].buffer = context->createUnboundBuffer(partial[i], block);
   }
 
-  // Step 0 sends this rank's own input block r-1.
-  const size_t first = static_cast<size_t>(mod(r - 1)) * block;
-  for (size_t k = 0; k < seg.count; ++k) from_input.send(right, slot, first + seg.offset(k), seg.length(k, block));
-
   for (int s = 0; s <= p - 2; ++s) {
     const int cur = s % 2;
     // partial[cur] last held step s-2's result, forwarded as step s-1's sends: they must be done.
     send_from[cur].wait_all(a.deadline);
+    // Receives first: a send whose receive is already posted goes out without a round trip.
     for (size_t k = 0; k < seg.count; ++k) recv_into[cur]->recv(left, slot, seg.offset(k), seg.length(k, block));
+    if (s == 0) {
+      // Step 0 sends this rank's own input block r-1.
+      const size_t first = static_cast<size_t>(mod(r - 1)) * block;
+      for (size_t k = 0; k < seg.count; ++k) from_input.send(right, slot, first + seg.offset(k), seg.length(k, block));
+    }
     const bool last = s == p - 2;
     const uint8_t* own = input + static_cast<size_t>(mod(r - 2 - s)) * block;
     for (size_t k = 0; k < seg.count; ++k) {
