@@ -307,7 +307,7 @@ GroupPtr new_group(std::vector<int> ranks, const NewGroupOptions& options) {
     World& w = world();
     std::lock_guard<std::mutex> lock(w.mu);
     require_ready_locked(w, "new_group");
-    if (ranks.size() == 1) {
+    if (ranks.size() == 1 && s.size > 1) {  // a one-rank world's groups are ordinary all-rank groups
       name = fmt::format("solo-{}-{}", ranks[0], w.local_counts[ranks]++);
       sync = Sync::kNone;
     } else if (options.use_local_synchronization) {

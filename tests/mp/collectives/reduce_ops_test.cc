@@ -32,7 +32,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce", "[allreduce][dtype
       TensorList xs{dev(reduce_input(op, dt, rank()))};
       AllreduceOptions o;
       o.reduce_op = op;
-      if (reduce_refused(op, dt)) {
+      if (reduce_refused(op, dt, backend())) {
         check_refused(*pg, [&] { return pg->allreduce(xs, o); });
         continue;
       }
@@ -54,7 +54,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce to a rotating root", "[
       ReduceOptions o;
       o.reduce_op = op;
       o.root_rank = root;
-      if (reduce_refused(op, dt)) {
+      if (reduce_refused(op, dt, backend())) {
         check_refused(*pg, [&] { return pg->reduce(xs, o); });
         continue;
       }
@@ -75,7 +75,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce_coalesced of two ten
       TensorList xs{dev(input.narrow(0, 0, 2).clone()), dev(input.narrow(0, 2, n - 2).clone().view({1, n - 2}))};
       AllreduceCoalescedOptions o;
       o.reduce_op = op;
-      if (reduce_refused(op, dt)) {
+      if (reduce_refused(op, dt, backend())) {
         check_refused(*pg, [&] { return pg->allreduce_coalesced(xs, o); });
         continue;
       }
@@ -104,7 +104,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce_scatter_tensor and redu
       TensorList outs{dev(zeros_like(blocks[0]))};
       std::vector<TensorList> ins{TensorList{}};
       for (const auto& b : blocks) ins[0].push_back(dev(b));
-      if (reduce_refused(op, dt)) {
+      if (reduce_refused(op, dt, backend())) {
         check_refused(*pg, [&] { return pg->reduce_scatter_tensor(output, input, o); });
         check_refused(*pg, [&] { return pg->reduce_scatter(outs, ins, o); });
         continue;

@@ -142,6 +142,12 @@ bool reduce_refused(ReduceOp op, DType dtype) {
   return false;
 }
 
+bool reduce_refused(ReduceOp op, DType dtype, const std::string& backend) {
+  if (reduce_refused(op, dtype)) return true;
+  // NCCL has no bitwise reductions; on bool, BAND/BOR run as MIN/MAX.
+  return backend == "nccl" && op.is_bitwise() && (dtype != DType::Bool || op.kind == ReduceOp::BXOR);
+}
+
 Tensor reduce_input(ReduceOp op, DType dtype, int r) {
   if (dtype == DType::Bool) {
     std::vector<uint8_t> v;

@@ -29,6 +29,8 @@ std::string case_name(collectives::ReduceOp op, DType dtype);
 
 // Whether a reduction with `op` on `dtype` must be refused.
 bool reduce_refused(collectives::ReduceOp op, DType dtype);
+// The same for a given engine: nccl also refuses bitwise reductions (except BAND/BOR on bool).
+bool reduce_refused(collectives::ReduceOp op, DType dtype, const std::string& backend);
 
 // Rank r's input for (op, dtype): a 1-D CPU tensor of a few elements, the same length for every rank.
 Tensor reduce_input(collectives::ReduceOp op, DType dtype, int r);
