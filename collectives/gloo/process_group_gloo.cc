@@ -254,6 +254,10 @@ void ProcessGroupGloo::run_alltoall(const Tensor& input, Tensor& output, const s
                                     const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
                                     const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
   // gloo's alltoallv takes per-rank counts over consecutive blocks; the base always packs them so.
+  const auto n = static_cast<size_t>(size());
+  BRAID_ASSERT(send_counts.size() == n && send_offsets.size() == n && recv_counts.size() == n &&
+                   recv_offsets.size() == n,
+               "alltoall needs one count and offset per rank ({})", ctx.what);
   int64_t sent = 0;
   int64_t received = 0;
   for (int r = 0; r < size(); ++r) {
