@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -174,6 +175,21 @@ double time_calls(int n, F&& f) {
   return seconds_since(t0) / n;
 }
 
+// Median seconds of `n` calls of `f`, each timed alone (0 when n is 0): the warm-up's estimate, which one
+// call delayed by a busy machine must not shrink the iteration count for.
+template <class F>
+double median_call(int n, F&& f) {
+  if (n <= 0) return 0;
+  std::vector<double> t;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = BenchClock::now();
+    f();
+    t.push_back(seconds_since(t0));
+  }
+  std::nth_element(t.begin(), t.begin() + n / 2, t.end());
+  return t[static_cast<size_t>(n / 2)];
+}
+
 // ---- one size ----
 
 struct SizeRun {
@@ -203,9 +219,9 @@ struct SizeRun {
     // Warm-up; without --iters its later calls also time one call of each side.
     const int warm = std::max(o.warmup, o.iters > 0 ? 0 : 2);
     if (warm > 0) braid_call();
-    const double t_braid = time_calls(warm - 1, braid_call);
+    const double t_braid = median_call(warm - 1, braid_call);
     if (with_raw && warm > 0) raw_call();
-    const double t_raw = with_raw ? time_calls(warm - 1, raw_call) : 0.0;
+    const double t_raw = with_raw ? median_call(warm - 1, raw_call) : 0.0;
 
     int iters = o.iters;
     if (iters <= 0) {
