@@ -30,6 +30,10 @@ struct Registry {
   std::map<std::string, std::shared_ptr<spdlog::logger>, std::less<>> loggers;
   spdlog::level::level_enum default_level = spdlog::level::info;
   std::map<std::string, spdlog::level::level_enum, std::less<>> overrides;
+  // Guarded by identity_mu, not mu: the formatter reads it while spdlog holds its sink and backtrace
+  // locks, and get() takes those locks (enable_backtrace) while holding mu; one mutex for both would be a
+  // lock-order inversion.
+  std::mutex identity_mu;
   std::string identity;
   bool env_read = false;
 
@@ -55,7 +59,7 @@ Registry& registry() {
 void IdentityFlag::format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) {
   std::string id;
   {
-    std::lock_guard<std::mutex> lock(registry().mu);
+    std::lock_guard<std::mutex> lock(registry().identity_mu);
     id = registry().identity.empty() ? std::string("pid ") + std::to_string(::getpid()) : registry().identity;
   }
   dest.append(id.data(), id.data() + id.size());
@@ -122,14 +126,14 @@ std::shared_ptr<spdlog::logger> get(std::string_view name) {
 
 void set_identity(int rank, int world_size, std::string_view role) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::mutex> lock(r.identity_mu);
   r.identity = "rank " + std::to_string(rank) + "/" + std::to_string(world_size);
   if (!role.empty()) r.identity += " " + std::string(role);
 }
 
 std::string identity() {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::mutex> lock(r.identity_mu);
   return r.identity;
 }
 
