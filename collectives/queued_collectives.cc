@@ -46,6 +46,12 @@ TensorList concat_lists(const std::vector<TensorList>& lists) {
 
 Tensor flat_view(const Tensor& t) { return t.view({t.numel()}); }
 
+int64_t total_bytes(const TensorList& ts) {
+  int64_t n = 0;
+  for (const auto& t : ts) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
 }  // namespace
 
 std::shared_ptr<Work> QueuedProcessGroup::broadcast(TensorList& tensors, const BroadcastOptions& options) {
@@ -58,7 +64,7 @@ std::shared_ptr<Work> QueuedProcessGroup::broadcast(TensorList& tensors, const B
   const int root = static_cast<int>(options.root_rank);
   const auto index = static_cast<size_t>(options.root_tensor);
   const std::string sig = detail_ ? fmt::format("broadcast root={}{}", root, describe_tensors({tensors[0]})) : "";
-  return enqueue({"broadcast", options.timeout, tensors[0].device(), sig},
+  return enqueue({"broadcast", options.timeout, tensors[0].device(), sig, static_cast<int64_t>(tensors[0].nbytes())},
                  [this, ts = tensors, root, index](const OpContext& ctx) {
                    const Tensor& source = rank() == root ? ts[index] : ts[0];
                    Tensor buf = staging::as_buffer(source, staging::move_dtype(source.dtype()));
@@ -98,7 +104,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allreduce(TensorList& tensors, const A
   checks::device(c, tensors, accepts_cuda(), accepts_cpu());
   const ReduceOp op = options.reduce_op;
   const std::string sig = detail_ ? fmt::format("allreduce {}{}", op, describe_tensors({tensors[0]})) : "";
-  return enqueue({"allreduce", options.timeout, tensors[0].device(), sig}, [this, ts = tensors, op](const OpContext& ctx) {
+  return enqueue({"allreduce", options.timeout, tensors[0].device(), sig, static_cast<int64_t>(tensors[0].nbytes())}, [this, ts = tensors, op](const OpContext& ctx) {
     const DType dtype = ts[0].dtype();
     const DType rd = staging::reduce_dtype(dtype, engine_reduces(dtype));
     const EngineOp eop = staging::engine_op(op, dtype);
@@ -130,7 +136,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allreduce_coalesced(TensorList& tensor
   checks::reduce_op(c, op, tensors[0].dtype(), false);
   check_engine_reduce(c, op, tensors[0].dtype(), false);
   const std::string sig = detail_ ? fmt::format("allreduce_coalesced {}{}", op, describe_tensors(tensors)) : "";
-  return enqueue({"allreduce_coalesced", options.timeout, tensors[0].device(), sig},
+  return enqueue({"allreduce_coalesced", options.timeout, tensors[0].device(), sig, total_bytes(tensors)},
                  [this, ts = tensors, op](const OpContext& ctx) {
                    const DType dtype = ts[0].dtype();
                    const DType rd = staging::reduce_dtype(dtype, engine_reduces(dtype));
@@ -158,7 +164,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce(TensorList& tensors, const Redu
   check_engine_reduce(c, op, tensors[0].dtype(), false);
   const int root = static_cast<int>(options.root_rank);
   const std::string sig = detail_ ? fmt::format("reduce {} root={}{}", op, root, describe_tensors(tensors)) : "";
-  return enqueue({"reduce", options.timeout, tensors[0].device(), sig},
+  return enqueue({"reduce", options.timeout, tensors[0].device(), sig, static_cast<int64_t>(tensors[0].nbytes())},
                  [this, ts = tensors, op, root](const OpContext& ctx) {
                    const DType dtype = ts[0].dtype();
                    const DType rd = staging::reduce_dtype(dtype, engine_reduces(dtype));
@@ -184,7 +190,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allgather(std::vector<TensorList>& out
   checks::device(c, inputs, accepts_cuda(), accepts_cpu());
   for (const auto& out : outputs) checks::device(c, out, accepts_cuda(), accepts_cpu());
   const std::string sig = detail_ ? fmt::format("allgather{}", describe_tensors(inputs)) : "";
-  return enqueue({"allgather", options.timeout, inputs[0].device(), sig},
+  return enqueue({"allgather", options.timeout, inputs[0].device(), sig, total_bytes(inputs) * size()},
                  [this, outs = outputs, ins = inputs](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(ins[0].dtype());
                    Tensor in = staging::pack(ins, dt);
@@ -208,7 +214,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allgather_into_tensor(Tensor& output, 
                                 output.numel(), input.numel() * size(), size(), input.numel()));
   }
   const std::string sig = detail_ ? fmt::format("allgather_into_tensor{}", describe_tensors({input})) : "";
-  return enqueue({"allgather_into_tensor", options.timeout, input.device(), sig},
+  return enqueue({"allgather_into_tensor", options.timeout, input.device(), sig, static_cast<int64_t>(output.nbytes())},
                  [this, output, input](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(input.dtype());
                    Tensor in = flat_view(staging::as_buffer(input, dt));
@@ -247,7 +253,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allgather_coalesced(std::vector<Tensor
     checks::device(c, list, accepts_cuda(), accepts_cpu());
   }
   const std::string sig = detail_ ? fmt::format("allgather_coalesced{}", describe_tensors(inputs)) : "";
-  return enqueue({"allgather_coalesced", options.timeout, inputs[0].device(), sig},
+  return enqueue({"allgather_coalesced", options.timeout, inputs[0].device(), sig, total_bytes(inputs) * size()},
                  [this, outs = outputs, ins = inputs](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(ins[0].dtype());
                    Tensor in = staging::pack(ins, dt);
@@ -267,7 +273,7 @@ std::shared_ptr<Work> QueuedProcessGroup::gather(std::vector<TensorList>& output
   if (!outputs.empty()) checks::device(c, outputs[0], accepts_cuda(), accepts_cpu());
   const int root = static_cast<int>(options.root_rank);
   const std::string sig = detail_ ? fmt::format("gather root={}{}", root, describe_tensors(inputs)) : "";
-  return enqueue({"gather", options.timeout, inputs[0].device(), sig},
+  return enqueue({"gather", options.timeout, inputs[0].device(), sig, total_bytes(inputs)},
                  [this, outs = outputs, ins = inputs, root](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(ins[0].dtype());
                    Tensor in = staging::pack(ins, dt);
@@ -289,7 +295,7 @@ std::shared_ptr<Work> QueuedProcessGroup::scatter(TensorList& outputs, std::vect
   if (!inputs.empty()) checks::device(c, inputs[0], accepts_cuda(), accepts_cpu());
   const int root = static_cast<int>(options.root_rank);
   const std::string sig = detail_ ? fmt::format("scatter root={}{}", root, describe_tensors(outputs)) : "";
-  return enqueue({"scatter", options.timeout, outputs[0].device(), sig},
+  return enqueue({"scatter", options.timeout, outputs[0].device(), sig, total_bytes(outputs)},
                  [this, outs = outputs, ins = inputs, root](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(outs[0].dtype());
                    Tensor out = flat_view(staging::as_buffer(outs[0], dt));
@@ -318,7 +324,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter(TensorList& outputs, st
   checks::reduce_op(c, op, outputs[0].dtype(), false);
   check_engine_reduce(c, op, outputs[0].dtype(), false);
   const std::string sig = detail_ ? fmt::format("reduce_scatter {}{}", op, describe_tensors(outputs)) : "";
-  return enqueue({"reduce_scatter", options.timeout, outputs[0].device(), sig},
+  return enqueue({"reduce_scatter", options.timeout, outputs[0].device(), sig, total_bytes(inputs[0])},
                  [this, outs = outputs, ins = inputs[0], op](const OpContext& ctx) {
                    const DType dtype = outs[0].dtype();
                    const DType rd = staging::reduce_dtype(dtype, engine_reduces(dtype));
@@ -353,7 +359,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter_tensor(Tensor& output, 
   checks::reduce_op(c, op, output.dtype(), false);
   check_engine_reduce(c, op, output.dtype(), false);
   const std::string sig = detail_ ? fmt::format("reduce_scatter_tensor {}{}", op, describe_tensors({output})) : "";
-  return enqueue({"reduce_scatter_tensor", options.timeout, output.device(), sig},
+  return enqueue({"reduce_scatter_tensor", options.timeout, output.device(), sig, static_cast<int64_t>(input.nbytes())},
                  [this, output, input, op](const OpContext& ctx) {
                    const DType dtype = output.dtype();
                    const DType rd = staging::reduce_dtype(dtype, engine_reduces(dtype));
@@ -385,7 +391,7 @@ std::shared_ptr<Work> QueuedProcessGroup::alltoall(TensorList& outputs, TensorLi
   checks::device(c, inputs, accepts_cuda(), accepts_cpu());
   checks::device(c, outputs, accepts_cuda(), accepts_cpu());
   const std::string sig = detail_ ? fmt::format("alltoall {}", inputs[0].dtype()) : "";
-  return enqueue({"alltoall", options.timeout, inputs[0].device(), sig},
+  return enqueue({"alltoall", options.timeout, inputs[0].device(), sig, total_bytes(inputs)},
                  [this, outs = outputs, ins = inputs](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(ins[0].dtype());
                    std::vector<int64_t> sc, so, rc, ro;
@@ -448,7 +454,7 @@ std::shared_ptr<Work> QueuedProcessGroup::alltoall_single(Tensor& output, Tensor
   const auto send_counts = counts_of(input, input_splits, "input");
   const auto recv_counts = counts_of(output, output_splits, "output");
   const std::string sig = detail_ ? fmt::format("alltoall_single {}", input.dtype()) : "";
-  return enqueue({"alltoall_single", options.timeout, input.device(), sig},
+  return enqueue({"alltoall_single", options.timeout, input.device(), sig, static_cast<int64_t>(input.nbytes())},
                  [this, output, input, send_counts, recv_counts, send_offsets = offsets_of(send_counts),
                   recv_offsets = offsets_of(recv_counts)](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(input.dtype());

@@ -161,6 +161,8 @@ class QueuedProcessGroup : public ProcessGroup {
     std::optional<Millis> timeout;
     Device device = Device::cpu();
     std::string signature;
+    // About how many bytes the op moves; small ops are waited for by spinning briefly (see Work).
+    int64_t bytes = 0;
   };
   using Body = std::function<TensorList(const OpContext&)>;
 

@@ -14,13 +14,13 @@ namespace {
 // error naming the op and the ranks that never joined, and that error (not a bare "timed out waiting")
 // is what the caller should see.
 constexpr std::chrono::milliseconds kOwnErrorGrace{5000};
-constexpr std::chrono::microseconds kWaitSpin{30};
 }  // namespace
 
 void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   // Small collectives finish within microseconds of being waited for: looking briefly before blocking
   // saves the wake-up of a sleeping thread (several microseconds, a large share of a 4 KiB allreduce).
-  const auto spin_until = std::chrono::steady_clock::now() + kWaitSpin;
+  // The group sets the spin from the op's size (set_wait_spin); none by default.
+  const auto spin_until = std::chrono::steady_clock::now() + wait_spin_;
   while (!future_.completed() && std::chrono::steady_clock::now() < spin_until) ::sched_yield();
   // Clamped first so that a "forever" timeout cannot overflow when the grace is added.
   const auto own = std::min(default_timeout_, std::chrono::milliseconds(std::chrono::hours(24 * 365)));

@@ -42,6 +42,10 @@ class Work {
   const std::string& what() const { return future_.what(); }
   // recv / recv_anysource: the rank the message came from (-1 before completion and for other ops).
   int source_rank() const { return source_rank_.load(); }
+  // How long wait() looks for completion before it blocks: worth it only for ops that end within a few
+  // tens of microseconds (set by the group from the op's size); longer spins compete with the thread
+  // doing the work when both share a core.
+  void set_wait_spin(std::chrono::microseconds spin) { wait_spin_ = spin; }
   void set_source_rank(int rank) { source_rank_.store(rank); }
 
   // Producer side (backends).
@@ -52,6 +56,7 @@ class Work {
   Future<TensorList> future_;
   std::chrono::milliseconds default_timeout_;
   std::atomic<int> source_rank_{-1};
+  std::chrono::microseconds wait_spin_{0};
 };
 
 }  // namespace braid::collectives
