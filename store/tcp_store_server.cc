@@ -35,6 +35,9 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer:
   asio::io_context& io() { return io_; }
   void start() { accept_from_loop(); }
   void stop();
+  // After the loop thread is gone: drops the sessions and waiters and runs the handlers stop() left
+  // queued (they complete as aborted), so that none keeps the server alive through its own io_context.
+  void release_after_loop();
 
  private:
   class Session;
@@ -325,6 +328,17 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
 TcpStoreServer::~TcpStoreServer() {
   impl_->stop();
   if (loop_thread_.joinable()) loop_thread_.join();
+  impl_->release_after_loop();
+}
+
+void TcpStoreServer::Impl::release_after_loop() {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  for (auto& s : sessions_) s->close();
+  sessions_.clear();
+  waiters_.clear();
+  io_.restart();
+  io_.poll();
 }
 
 }  // namespace braid::store
