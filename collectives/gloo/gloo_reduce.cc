@@ -27,11 +27,33 @@ void bitwise(void* out, const void* in1, const void* in2, size_t count) {
   for (size_t i = 0; i < count; ++i) o[i] = static_cast<T>(Op{}(a[i], b[i]));
 }
 
+// Integer sums and products wrap, as torch's. gloo's templates compute a[i] * b[i] in T, which is
+// undefined behaviour on signed overflow (int64 products of the overflow tests hit it; UBSan reports
+// it), so integers go through the unsigned type of the same width, where wrapping is defined.
+template <class T, class Op>
+void wrapping(void* out, const void* in1, const void* in2, size_t count) {
+  using U = std::make_unsigned_t<T>;
+  // Unsigned types narrower than int would promote to (signed) int again: widen them to unsigned int.
+  using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+  T* o = static_cast<T*>(out);
+  const T* a = static_cast<const T*>(in1);
+  const T* b = static_cast<const T*>(in2);
+  for (size_t i = 0; i < count; ++i) {
+    const W x = static_cast<U>(a[i]);
+    const W y = static_cast<U>(b[i]);
+    o[i] = static_cast<T>(static_cast<U>(Op{}(x, y)));
+  }
+}
+
 template <class T>
 ReduceFn function_for(EngineOp op) {
   switch (op) {
-    case EngineOp::SUM: return gloo_fn<T>(&::gloo::sum<T>);
-    case EngineOp::PRODUCT: return gloo_fn<T>(&::gloo::product<T>);
+    case EngineOp::SUM:
+      if constexpr (std::is_integral_v<T>) return &wrapping<T, std::plus<>>;
+      return gloo_fn<T>(&::gloo::sum<T>);
+    case EngineOp::PRODUCT:
+      if constexpr (std::is_integral_v<T>) return &wrapping<T, std::multiplies<>>;
+      return gloo_fn<T>(&::gloo::product<T>);
     case EngineOp::MIN: return gloo_fn<T>(&::gloo::min<T>);
     case EngineOp::MAX: return gloo_fn<T>(&::gloo::max<T>);
     case EngineOp::BAND:

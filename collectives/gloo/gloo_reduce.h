@@ -1,8 +1,9 @@
 // Element-wise reduction functions in the form gloo's algorithms take
 // (out, in1, in2, count; out may alias in1 or in2), per dtype and EngineOp.
 //
-// SUM/PRODUCT/MIN/MAX are gloo's own templates (gloo/math.h); the bitwise ops, which gloo lacks, are
-// defined here for the integer dtypes. Integer arithmetic wraps (two's complement), as torch's.
+// MIN/MAX, and SUM/PRODUCT of floating dtypes, are gloo's own templates (gloo/math.h). Integer SUM and
+// PRODUCT are defined here so that they wrap (two's complement, as torch's) without the undefined
+// behaviour of signed overflow in gloo's templates, and so are the bitwise ops, which gloo lacks.
 // float16/bfloat16 are not reduced here: the base reduces them in float32 (gloo::float16 rounds after
 // every addition, so its result would depend on the order of the ring).
 #pragma once
