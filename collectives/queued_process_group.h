@@ -37,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -57,6 +58,7 @@ struct OpContext {
 
 // Reduce ops as engines see them: AVG, PREMUL_SUM and bool are already rewritten by the base.
 enum class EngineOp : uint8_t { SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR };
+std::string_view engine_op_name(EngineOp op);  // "SUM", ... for engines' messages
 
 class QueuedProcessGroup : public ProcessGroup {
  public:

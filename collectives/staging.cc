@@ -3,7 +3,22 @@
 #include "base/check.h"
 #include "tensor/ops/elementwise.h"
 
-namespace braid::collectives::staging {
+namespace braid::collectives {
+
+std::string_view engine_op_name(EngineOp op) {
+  switch (op) {
+    case EngineOp::SUM: return "SUM";
+    case EngineOp::PRODUCT: return "PRODUCT";
+    case EngineOp::MIN: return "MIN";
+    case EngineOp::MAX: return "MAX";
+    case EngineOp::BAND: return "BAND";
+    case EngineOp::BOR: return "BOR";
+    case EngineOp::BXOR: return "BXOR";
+  }
+  return "?";
+}
+
+namespace staging {
 
 DType reduce_dtype(DType dtype, bool engine_reduces_natively) {
   if (dtype == DType::Bool) return DType::UInt8;
@@ -103,4 +118,5 @@ Tensor reduce_local(const TensorList& ts, EngineOp op, DType dtype) {
   return acc.view({acc.numel()});
 }
 
-}  // namespace braid::collectives::staging
+}  // namespace staging
+}  // namespace braid::collectives

@@ -69,19 +69,6 @@ ReduceFn function_for(EngineOp op) {
   return nullptr;
 }
 
-const char* op_name(EngineOp op) {
-  switch (op) {
-    case EngineOp::SUM: return "SUM";
-    case EngineOp::PRODUCT: return "PRODUCT";
-    case EngineOp::MIN: return "MIN";
-    case EngineOp::MAX: return "MAX";
-    case EngineOp::BAND: return "BAND";
-    case EngineOp::BOR: return "BOR";
-    case EngineOp::BXOR: return "BXOR";
-  }
-  return "?";
-}
-
 }  // namespace
 
 bool reduces_natively(DType dtype) {
@@ -107,7 +94,7 @@ ReduceFn reduce_function(DType dtype, EngineOp op) {
     case DType::Float64: fn = function_for<double>(op); break;
     default: break;
   }
-  BRAID_CHECK_ARG(fn != nullptr, "gloo: unsupported reduction operation {} for dtype {}", op_name(op), dtype);
+  BRAID_CHECK_ARG(fn != nullptr, "gloo: unsupported reduction operation {} for dtype {}", engine_op_name(op), dtype);
   return fn;
 }
 

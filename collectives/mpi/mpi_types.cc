@@ -65,19 +65,6 @@ MPI_Op mpi_op(EngineOp op) {
   BRAID_THROW(InternalError, "mpi: unknown engine op {}", static_cast<int>(op));
 }
 
-std::string_view engine_op_name(EngineOp op) {
-  switch (op) {
-    case EngineOp::SUM: return "SUM";
-    case EngineOp::PRODUCT: return "PRODUCT";
-    case EngineOp::MIN: return "MIN";
-    case EngineOp::MAX: return "MAX";
-    case EngineOp::BAND: return "BAND";
-    case EngineOp::BOR: return "BOR";
-    case EngineOp::BXOR: return "BXOR";
-  }
-  return "?";
-}
-
 int mpi_count(int64_t count, const std::string& what) {
   BRAID_CHECK_ARG(count >= 0 && count <= std::numeric_limits<int>::max(),
                   "{}: {} elements do not fit MPI's int count (at most {} per message)", what, count,

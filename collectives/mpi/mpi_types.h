@@ -25,7 +25,6 @@ MPI_Datatype mpi_reduce_type(DType dtype);
 // The MPI type of one element when the data is only moved (any dtype).
 MPI_Datatype mpi_move_type(DType dtype);
 MPI_Op mpi_op(EngineOp op);
-std::string_view engine_op_name(EngineOp op);
 
 // An element count as MPI's int; InvalidArgument naming `what` when it does not fit.
 int mpi_count(int64_t count, const std::string& what);

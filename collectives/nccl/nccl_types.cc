@@ -21,19 +21,6 @@ ncclDataType_t to_nccl(DType dtype) {
   BRAID_THROW(InternalError, "nccl: unknown dtype {}", static_cast<int>(dtype));
 }
 
-std::string_view engine_op_name(EngineOp op) {
-  switch (op) {
-    case EngineOp::SUM: return "SUM";
-    case EngineOp::PRODUCT: return "PRODUCT";
-    case EngineOp::MIN: return "MIN";
-    case EngineOp::MAX: return "MAX";
-    case EngineOp::BAND: return "BAND";
-    case EngineOp::BOR: return "BOR";
-    case EngineOp::BXOR: return "BXOR";
-  }
-  return "?";
-}
-
 ncclRedOp_t to_nccl(EngineOp op, std::string_view what) {
   switch (op) {
     case EngineOp::SUM: return ncclSum;
@@ -47,7 +34,6 @@ ncclRedOp_t to_nccl(EngineOp op, std::string_view what) {
   BRAID_THROW(InvalidArgument, "{}: unsupported reduction operation {} (NCCL has no bitwise reductions; use the "
               "gloo or mpi backend for BAND/BOR/BXOR)", what, engine_op_name(op));
 }
-
 
 namespace {
 

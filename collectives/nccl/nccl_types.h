@@ -18,7 +18,6 @@ ncclDataType_t to_nccl(DType dtype);
 // SUM/PRODUCT/MIN/MAX map to ncclSum/ncclProd/ncclMin/ncclMax. NCCL has no bitwise reductions: BAND,
 // BOR and BXOR throw InvalidArgument naming `what` (ProcessGroupNCCL already rejects them at call time).
 ncclRedOp_t to_nccl(EngineOp op, std::string_view what);
-std::string_view engine_op_name(EngineOp op);
 
 
 // "ncclUnhandledCudaError (unhandled cuda error ...): <ncclGetLastError text>" for messages.
