@@ -12,6 +12,7 @@
 //   * use_local_synchronization: only members call; a non-member gets kNonGroupMember (nullptr);
 //   * a one-rank group needs nobody else: new_group({r}) creates it on rank r without any barrier, so
 //     every rank may create its own (MixtureOfExperts); other ranks calling it get a non-member handle.
+//     (In a one-rank world every group is an ordinary all-rank group, "group-N".)
 // Names are unique even for groups with identical members: "group-N" counts every rank's all-ranks
 // calls, "local-<ranks>-K" and "solo-<rank>-K" count this process's calls for that member list (the same
 // on every member, because members create the groups of one list in the same order).

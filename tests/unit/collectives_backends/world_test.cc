@@ -103,23 +103,24 @@ TEST_CASE("world: init, the default group and the errors before and after", "[co
 
 TEST_CASE("world: new_group names, ranks and the membership errors (SPEC B.8)", "[collectives][world]") {
   OneRankWorld w;
-  // In a one-rank world every group has one rank, so each is made locally and named after its rank;
-  // identical member lists still get distinct names. ("group-N" names need several ranks: tests/mp.)
+  // In a one-rank world every group spans the whole world, so each is an ordinary all-rank group
+  // "group-N" (as on every rank of a larger world); identical member lists still get distinct names.
+  // Local synchronization names the group after its members.
   auto all = new_group();
   auto all_again = new_group({0});
   auto solo = new_group({0});
-  REQUIRE(all->name() == "solo-0-0");
-  REQUIRE(all_again->name() == "solo-0-1");
-  REQUIRE(solo->name() == "solo-0-2");
+  REQUIRE(all->name() == "group-1");
+  REQUIRE(all_again->name() == "group-2");
+  REQUIRE(solo->name() == "group-3");
   NewGroupOptions local;
   local.use_local_synchronization = true;
-  REQUIRE(new_group({0}, local)->name() == "solo-0-3");
+  REQUIRE(new_group({0}, local)->name() == "local-0-0");
   NewGroupOptions gloo_like;
   gloo_like.pg_options = GroupOptions{Millis(1234), 8, {"lo", "lo"}, -1};
-  REQUIRE(new_group({}, gloo_like)->name() == "solo-0-4");
+  REQUIRE(new_group({}, gloo_like)->name() == "group-4");
 
   const auto& made = testing::created().back();
-  REQUIRE(made.group_name == "solo-0-4");
+  REQUIRE(made.group_name == "group-4");
   REQUIRE(made.global_ranks == std::vector<int>{0});
   REQUIRE(made.rank == 0);
   REQUIRE(made.size == 1);
@@ -230,7 +231,7 @@ TEST_CASE("world: destroy forgets groups, joins their threads, and a store can b
 
   // A second world on the same store keeps its keys apart from the first one's.
   OneRankWorld again(store);
-  REQUIRE(new_group()->name() == "solo-0-0");  // counters start over
+  REQUIRE(new_group()->name() == "group-1");  // counters start over
   testing::created().back().store->set("k", std::string_view("v"));
-  REQUIRE(store->check({"braid/1/solo-0-0/k"}));
+  REQUIRE(store->check({"braid/1/group-1/k"}));
 }
