@@ -7,42 +7,9 @@ using namespace braid;
 using namespace braid::mp;
 using Catch::Contains;
 
-namespace {
-
-struct Case {
-  ReduceOp op;
-  Tensor input;
-  Tensor expected;
-};
-
-// simple_reduce_tests(rank, world_size): float32 for the arithmetic ops, int32 for the bitwise ones.
-std::vector<Case> simple_reduce_cases(int r, int ws) {
-  std::vector<Case> cases = {
-      {ReduceOp::SUM, floats({r + 1.0}), floats({ws * (ws + 1) / 2.0})},
-      {ReduceOp::PRODUCT, floats({r + 1.0}), floats({static_cast<double>(factorial(ws))})},
-      {ReduceOp::MIN, floats({r + 1.0}), floats({1.0})},
-      {ReduceOp::MAX, floats({r + 1.0}), floats({static_cast<double>(ws)})},
-  };
-  for (int i = 0; i < 4; ++i) {
-    cases.push_back({ReduceOp::BAND, ints({r | (1 << i)}, DType::Int32), ints({1 << i}, DType::Int32)});
-  }
-  for (int i = 1; i < 5; ++i) {
-    int64_t v_or = 0, v_xor = 0;
-    for (int j = 0; j < i; ++j) {
-      v_or |= r * i + j;
-      v_xor ^= r * i + j;
-    }
-    cases.push_back({ReduceOp::BOR, ints({v_or}, DType::Int32), ints({or_range(ws * i)}, DType::Int32)});
-    cases.push_back({ReduceOp::BXOR, ints({v_xor}, DType::Int32), ints({xor_range(ws * i)}, DType::Int32)});
-  }
-  return cases;
-}
-
-}  // namespace
-
 TEST_CASE_METHOD(MpFixture, "allreduce: one tensor, every op of the seed's table", "[allreduce]") {
   auto pg = shared_group();
-  for (const Case& c : simple_reduce_cases(rank(), size())) {
+  for (const SimpleReduceCase& c : simple_reduce_cases(rank(), size())) {
     INFO(fmt::format("{} of {}", c.op, to_string(c.input)));
     TensorList xs{dev(c.input)};
     AllreduceOptions o;

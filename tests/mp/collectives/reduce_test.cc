@@ -11,29 +11,8 @@ using Catch::Contains;
 TEST_CASE_METHOD(MpFixture, "reduce: every op of the seed's table, every root", "[reduce]") {
   auto pg = shared_group();
   const int r = rank(), ws = size();
-  struct Case {
-    ReduceOp op;
-    Tensor input, expected;
-  };
-  std::vector<Case> cases = {
-      {ReduceOp::SUM, floats({r + 1.0}), floats({ws * (ws + 1) / 2.0})},
-      {ReduceOp::PRODUCT, floats({r + 1.0}), floats({static_cast<double>(factorial(ws))})},
-      {ReduceOp::MIN, floats({r + 1.0}), floats({1.0})},
-      {ReduceOp::MAX, floats({r + 1.0}), floats({static_cast<double>(ws)})},
-  };
-  for (int i = 0; i < 4; ++i) {
-    cases.push_back({ReduceOp::BAND, ints({r | (1 << i)}, DType::Int32), ints({1 << i}, DType::Int32)});
-  }
-  for (int i = 1; i < 5; ++i) {
-    int64_t v_or = 0, v_xor = 0;
-    for (int j = 0; j < i; ++j) {
-      v_or |= r * i + j;
-      v_xor ^= r * i + j;
-    }
-    cases.push_back({ReduceOp::BOR, ints({v_or}, DType::Int32), ints({or_range(ws * i)}, DType::Int32)});
-    cases.push_back({ReduceOp::BXOR, ints({v_xor}, DType::Int32), ints({xor_range(ws * i)}, DType::Int32)});
-  }
-  for (const Case& c : cases) {
+  const auto cases = simple_reduce_cases(r, ws);
+  for (const SimpleReduceCase& c : cases) {
     for (int root = 0; root < ws; ++root) {
       INFO(fmt::format("{} of {} to root {}", c.op, to_string(c.input), root));
       TensorList xs{dev(c.input.clone())};

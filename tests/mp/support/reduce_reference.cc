@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tensor/factory.h"
+#include "tests/mp/support/expect.h"
 
 namespace braid::mp {
 
@@ -135,6 +136,28 @@ std::vector<ReduceOp> all_reduce_ops() {
 }
 
 std::string case_name(ReduceOp op, DType dtype) { return fmt::format("{}/{}", op, dtype); }
+
+std::vector<SimpleReduceCase> simple_reduce_cases(int r, int ws) {
+  std::vector<SimpleReduceCase> cases = {
+      {ReduceOp::SUM, floats({r + 1.0}), floats({ws * (ws + 1) / 2.0})},
+      {ReduceOp::PRODUCT, floats({r + 1.0}), floats({static_cast<double>(factorial(ws))})},
+      {ReduceOp::MIN, floats({r + 1.0}), floats({1.0})},
+      {ReduceOp::MAX, floats({r + 1.0}), floats({static_cast<double>(ws)})},
+  };
+  for (int i = 0; i < 4; ++i) {
+    cases.push_back({ReduceOp::BAND, ints({r | (1 << i)}, DType::Int32), ints({1 << i}, DType::Int32)});
+  }
+  for (int i = 1; i < 5; ++i) {
+    int64_t v_or = 0, v_xor = 0;
+    for (int j = 0; j < i; ++j) {
+      v_or |= r * i + j;
+      v_xor ^= r * i + j;
+    }
+    cases.push_back({ReduceOp::BOR, ints({v_or}, DType::Int32), ints({or_range(ws * i)}, DType::Int32)});
+    cases.push_back({ReduceOp::BXOR, ints({v_xor}, DType::Int32), ints({xor_range(ws * i)}, DType::Int32)});
+  }
+  return cases;
+}
 
 bool reduce_refused(ReduceOp op, DType dtype) {
   if (op.is_bitwise()) return is_floating(dtype);

@@ -28,6 +28,15 @@ std::vector<collectives::ReduceOp> all_reduce_ops();
 std::string case_name(collectives::ReduceOp op, DType dtype);
 
 // Whether a reduction with `op` on `dtype` must be refused.
+// The seed's simple_reduce_tests(rank, world_size) (SPEC B.5): one tensor per rank, float32 for SUM,
+// PRODUCT, MIN and MAX, int32 for BAND, BOR and BXOR, with the expected result of every rank.
+struct SimpleReduceCase {
+  collectives::ReduceOp op;
+  Tensor input;
+  Tensor expected;
+};
+std::vector<SimpleReduceCase> simple_reduce_cases(int rank, int world_size);
+
 bool reduce_refused(collectives::ReduceOp op, DType dtype);
 // The same for a given engine: nccl also refuses bitwise reductions (except BAND/BOR on bool).
 bool reduce_refused(collectives::ReduceOp op, DType dtype, const std::string& backend);
