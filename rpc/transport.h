@@ -1,0 +1,83 @@
+// Transport: how the RPC agent moves messages between workers. Implementations: TCP over Boost.Asio
+// (rpc/tcp/) and UCX (rpc/ucx/); tests run the same suite on both.
+//
+// Life cycle (the agent drives it):
+//   1. construct with TransportOptions; local_address() is what peers need to reach this worker, and the
+//      agent publishes it in the rendezvous store;
+//   2. start(self, handlers): listen and begin delivering messages to handlers.on_message;
+//   3. add_peers(peers): every other worker's id, name and address (from the store); connections are
+//      made lazily, on the first send, with bounded retry and backoff;
+//   4. send(peer, msg) any number of times from any thread; messages to one peer arrive in send order;
+//   5. shutdown(): closes every connection and joins every thread the transport started. Idempotent.
+//
+// Failures: a connection that breaks, a peer that cannot be reached within the connect retries, or a
+// malformed frame (logged, naming the peer and the field) ends that connection and calls
+// handlers.on_peer_failure(peer, reason) once for it; the agent fails every pending call towards that peer.
+// A later send() to that peer tries to connect again. Handlers run on transport threads: they must not
+// block for long (the agent hands work to its thread pool).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/message.h"
+#include "rpc/wire.h"
+
+namespace braid::rpc {
+
+struct TransportOptions {
+  std::string bind_host = "127.0.0.1";  // interface (address or host name) to listen on
+  int bind_port = 0;                    // 0: any free port
+  WireLimits limits;
+  int connect_retries = 20;                                  // attempts before a peer counts as unreachable
+  std::chrono::milliseconds connect_backoff{10};             // first pause, doubled per attempt
+  std::chrono::milliseconds connect_backoff_max{500};        // longest pause
+  int io_threads = 1;                                         // threads running the transport's I/O
+};
+
+struct PeerInfo {
+  int id = -1;
+  std::string name;
+  std::vector<uint8_t> address;  // the peer's local_address()
+};
+
+struct TransportHandlers {
+  // A complete, validated message from `peer`.
+  std::function<void(int peer, Message msg)> on_message;
+  // `peer` is unreachable or its connection broke; `reason` says how (for error messages).
+  std::function<void(int peer, const std::string& reason)> on_peer_failure;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // "tcp" or "ucx".
+  virtual std::string name() const = 0;
+  // Bytes a peer passes to add_peers() to reach this worker (valid after construction).
+  virtual std::vector<uint8_t> local_address() const = 0;
+  // A readable form of an address, for logs and errors ("127.0.0.1:41234", "ucx worker (312 bytes)").
+  virtual std::string describe_address(const std::vector<uint8_t>& address) const = 0;
+
+  virtual void start(int self_id, TransportHandlers handlers) = 0;
+  virtual void add_peers(const std::vector<PeerInfo>& peers) = 0;
+  // Queues `msg` for `peer` and returns; never blocks on the network. An unknown peer id throws
+  // InvalidArgument. Delivery failures are reported through on_peer_failure.
+  virtual void send(int peer, Message msg) = 0;
+  virtual void shutdown() = 0;
+
+ protected:
+  Transport() = default;
+};
+
+// Creates a transport by name ("tcp", "ucx"); InvalidArgument names the known ones (ucx only when built
+// with UCX).
+std::unique_ptr<Transport> create_transport(const std::string& name, const TransportOptions& options);
+
+}  // namespace braid::rpc
