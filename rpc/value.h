@@ -23,6 +23,7 @@
 namespace braid::rpc {
 
 class Value;
+struct ClassEntry;
 
 // A local, non-data value: a registered class's instance. Subclassed by ObjectHolder<T> (registry.h).
 class Object {
@@ -31,6 +32,8 @@ class Object {
   virtual const std::string& type_name() const = 0;
   // The form sent when this object is copied to another worker (to_here, a result); throws by default.
   virtual Value to_value() const;
+  // The registered class (methods by name); nullptr for objects made outside the registry.
+  virtual const ClassEntry* class_entry() const { return nullptr; }
 };
 
 using None = std::monostate;

@@ -1,0 +1,468 @@
+// RpcAgent: joining the job, sending requests and matching replies, deadlines and peer failures, and the
+// client side of calls. Serving requests is in agent_serve.cc, graceful shutdown in agent_shutdown.cc.
+#include "rpc/agent.h"
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "rpc/value_codec.h"
+
+namespace braid::rpc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Target kinds of kCall / kRemoteCall.
+constexpr uint8_t kTargetFunction = 0;
+constexpr uint8_t kTargetMethod = 1;
+
+// The published entry of a worker: its name and transport address, or an error that stops the others
+// from waiting for it (a duplicate name).
+std::vector<uint8_t> encode_entry(const std::string& name, const std::vector<uint8_t>& address,
+                                  const std::string& error) {
+  std::vector<uint8_t> out;
+  MetaWriter w(out);
+  w.str(name);
+  w.str(std::string(address.begin(), address.end()));
+  w.str(error);
+  return out;
+}
+
+}  // namespace
+
+RpcAgent::RpcAgent(std::string name, int id, int world_size, std::shared_ptr<store::Store> store,
+                   RpcAgentOptions options, Registry& registry, std::unique_ptr<Transport> transport)
+    : self_{std::move(name), id}, world_size_(world_size), options_(std::move(options)), registry_(registry),
+      store_(std::move(store)) {
+  BRAID_CHECK_ARG(!self_.name.empty(), "init_rpc: the worker name must not be empty");
+  BRAID_CHECK_ARG(self_.name.find_first_of(":/ ") == std::string::npos,
+                  "init_rpc: worker name '{}' must not contain ':', '/' or spaces", self_.name);
+  BRAID_CHECK_ARG(world_size_ >= 1 && id >= 0 && id < world_size_,
+                  "init_rpc: rank {} is out of range for world_size {} (worker '{}')", id, world_size_, self_.name);
+  BRAID_CHECK_ARG(options_.num_worker_threads >= 1, "init_rpc: num_worker_threads must be >= 1, got {}",
+                  options_.num_worker_threads);
+  BRAID_CHECK_ARG(options_.rpc_timeout.count() > 0, "init_rpc: rpc_timeout must be positive, got {} ms",
+                  options_.rpc_timeout.count());
+  BRAID_CHECK_ARG(store_ != nullptr, "init_rpc: worker '{}' needs a store", self_.name);
+  transport_ = transport ? std::move(transport) : create_transport(options_.transport, options_.transport_options);
+  rrefs_ = std::make_shared<RRefContext>(this, self_);
+  join_job(*store_);
+  pool_ = std::make_unique<ThreadPool>(options_.num_worker_threads, fmt::format("rpc pool of {}", self_.name));
+  timer_ = std::thread([this] { timer_loop(); });
+  TransportHandlers handlers;
+  handlers.on_message = [this](int peer, Message msg) { on_message(peer, std::move(msg)); };
+  handlers.on_peer_failure = [this](int peer, const std::string& reason) { on_peer_failure(peer, reason); };
+  transport_->start(self_.id, std::move(handlers));
+  std::vector<PeerInfo> peers;
+  for (const auto& w : workers_) {
+    if (w.id != self_.id) peers.push_back(PeerInfo{w.id, w.name, addresses_[static_cast<size_t>(w.id)]});
+  }
+  transport_->add_peers(peers);
+  logging::get("braid.rpc")->debug("{} (id {}) joined an RPC job of {} workers over {}", self_.name, self_.id,
+                                   world_size_, transport_->name());
+}
+
+RpcAgent::~RpcAgent() {
+  try {
+    shutdown(false);
+  } catch (const std::exception& e) {
+    logging::get("braid.rpc")->error("{}: shutdown in the destructor failed: {}", self_.name, e.what());
+  }
+}
+
+void RpcAgent::join_job(store::Store& store) {
+  const auto taken = store.compare_set("names/" + self_.name, {}, store::to_bytes(std::to_string(self_.id)));
+  const std::string owner_id = store::to_string(taken);
+  std::string error;
+  if (owner_id != std::to_string(self_.id)) {
+    error = fmt::format("RPC worker name '{}' is already taken by worker {}", self_.name, owner_id);
+  }
+  const auto taken_id = store.compare_set("ids/" + std::to_string(self_.id), {}, store::to_bytes(self_.name));
+  if (error.empty() && store::to_string(taken_id) != self_.name) {
+    error = fmt::format("RPC worker id {} is already taken by worker '{}'", self_.id, store::to_string(taken_id));
+  }
+  store.set("workers/" + std::to_string(self_.id), encode_entry(self_.name, transport_->local_address(), error));
+  if (!error.empty()) BRAID_THROW(InvalidArgument, "init_rpc: {}", error);
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < world_size_; ++i) keys.push_back("workers/" + std::to_string(i));
+  std::vector<store::Bytes> entries;
+  try {
+    entries = store.multi_get(keys, options_.join_timeout);
+  } catch (const TimeoutError& e) {
+    BRAID_THROW(TimeoutError, "init_rpc: worker '{}' waited {} ms for all {} workers to join: {}", self_.name,
+                options_.join_timeout.count(), world_size_, e.what());
+  }
+  workers_.resize(static_cast<size_t>(world_size_));
+  addresses_.resize(static_cast<size_t>(world_size_));
+  for (int i = 0; i < world_size_; ++i) {
+    MetaReader r(entries[static_cast<size_t>(i)]);
+    std::string name = r.str("worker name");
+    std::string address = r.str("worker address");
+    std::string peer_error = r.str("worker error");
+    BRAID_CHECK_ARG(peer_error.empty(), "init_rpc: worker {} failed to join: {}", i, peer_error);
+    workers_[static_cast<size_t>(i)] = WorkerInfo{name, i};
+    addresses_[static_cast<size_t>(i)].assign(address.begin(), address.end());
+    ids_by_name_.emplace(name, i);
+  }
+}
+
+const WorkerInfo& RpcAgent::worker(const std::string& name) const {
+  auto it = ids_by_name_.find(name);
+  if (it == ids_by_name_.end()) {
+    std::vector<std::string> known;
+    for (const auto& w : workers_) known.push_back(w.name);
+    BRAID_THROW(InvalidArgument, "rpc: unknown destination worker '{}' (known workers: {})", name,
+                fmt::join(known, ", "));
+  }
+  return workers_[static_cast<size_t>(it->second)];
+}
+
+const WorkerInfo& RpcAgent::worker(int id) const {
+  BRAID_CHECK_ARG(id >= 0 && id < world_size_, "rpc: unknown destination worker id {} (world size {})", id,
+                  world_size_);
+  return workers_[static_cast<size_t>(id)];
+}
+
+const std::string& RpcAgent::transport_name() const {
+  static const std::string tcp = "tcp", ucx = "ucx";
+  return transport_->name() == "ucx" ? ucx : tcp;
+}
+
+bool RpcAgent::is_running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_ == State::kRunning || state_ == State::kDraining;
+}
+
+void RpcAgent::check_running(const char* op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  BRAID_CHECK_ARG(state_ == State::kRunning || state_ == State::kDraining,
+                  "{}: the RPC agent of worker '{}' has shut down (call init_rpc first)", op, self_.name);
+}
+
+// ---- requests and replies
+
+void RpcAgent::send_request(int to, MessageType type, std::vector<uint8_t> meta, std::vector<Tensor> tensors,
+                            Millis timeout, std::string what, ReplyHandler on_reply) {
+  Message msg;
+  msg.type = type;
+  msg.meta = std::move(meta);
+  msg.tensors = std::move(tensors);
+  const Millis t = resolve(timeout);
+  bool wake_timer = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (state_ == State::kClosing || state_ == State::kStopped) {
+      lock.unlock();
+      on_reply(nullptr, std::make_exception_ptr(CommError(
+                            fmt::format("{}: the RPC agent of worker '{}' has shut down", what, self_.name))));
+      return;
+    }
+    msg.id = next_request_id_++;
+    const auto deadline = Clock::now() + t;
+    wake_timer = deadlines_.empty() || deadline < deadlines_.begin()->first;
+    auto dl = deadlines_.emplace(deadline, msg.id);
+    pending_.emplace(msg.id, Pending{to, dl, std::move(what), t, std::move(on_reply)});
+  }
+  if (wake_timer) timer_cv_.notify_one();
+  const uint64_t id = msg.id;
+  try {
+    deliver(to, std::move(msg));
+  } catch (...) {
+    complete(id, nullptr, std::current_exception());
+  }
+}
+
+void RpcAgent::deliver(int to, Message msg) {
+  if (to == self_.id) {
+    on_message(self_.id, std::move(msg));
+  } else {
+    transport_->send(to, std::move(msg));
+  }
+}
+
+void RpcAgent::complete(uint64_t id, Message* reply, std::exception_ptr error) {
+  ReplyHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;  // timed out or failed already: a late reply is dropped
+    deadlines_.erase(it->second.deadline_it);
+    handler = std::move(it->second.on_reply);
+    pending_.erase(it);
+    if (pending_.empty()) drained_cv_.notify_all();
+  }
+  handler(reply, std::move(error));
+}
+
+void RpcAgent::on_message(int peer, Message msg) {
+  if (is_reply(msg.type)) {
+    if (msg.type == MessageType::kError) {
+      std::exception_ptr err;
+      try {
+        MetaReader r(msg.meta);
+        std::string worker = r.str("error worker");
+        std::string message = r.str("error message");
+        err = std::make_exception_ptr(RemoteError(std::move(worker), std::move(message)));
+      } catch (...) {
+        err = std::current_exception();
+      }
+      complete(msg.id, nullptr, err);
+    } else {
+      complete(msg.id, &msg, nullptr);
+    }
+    return;
+  }
+  switch (msg.type) {
+    case MessageType::kRRefForkRequest:
+    case MessageType::kRRefChildAccept:
+    case MessageType::kRRefUserDelete:
+    case MessageType::kPing:
+      serve_rref_control(peer, msg);  // cheap bookkeeping: no hop to the pool
+      return;
+    default: break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ == State::kClosing || state_ == State::kStopped) return;
+    ++serving_;
+  }
+  pool_->submit([this, peer, m = std::move(msg)]() mutable { serve(peer, std::move(m)); });
+}
+
+void RpcAgent::on_peer_failure(int peer, const std::string& reason) {
+  std::vector<std::pair<std::string, ReplyHandler>> failed;
+  bool quiet = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quiet = state_ != State::kRunning;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.peer == peer) {
+        deadlines_.erase(it->second.deadline_it);
+        failed.emplace_back(std::move(it->second.what), std::move(it->second.on_reply));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (pending_.empty()) drained_cv_.notify_all();
+  }
+  const std::string peer_name = peer >= 0 && peer < world_size_ ? worker(peer).name : "?";
+  auto log = logging::get("braid.rpc");
+  if (quiet && failed.empty()) {
+    log->debug("{}: connection to '{}' (id {}) ended during shutdown: {}", self_.name, peer_name, peer, reason);
+  } else {
+    log->error("{}: peer '{}' (id {}) failed: {}; failing {} pending call(s) to it", self_.name, peer_name, peer,
+               reason, failed.size());
+  }
+  for (auto& [what, handler] : failed) {
+    handler(nullptr, std::make_exception_ptr(CommError(fmt::format(
+                         "{}: peer '{}' (id {}) failed: {}", what, peer_name, peer, reason))));
+  }
+}
+
+void RpcAgent::timer_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (state_ == State::kStopped) return;
+    if (deadlines_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    }
+    const auto next = deadlines_.begin()->first;
+    if (Clock::now() < next) {
+      timer_cv_.wait_until(lock, next);
+      continue;
+    }
+    const uint64_t id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    if (pending_.empty()) drained_cv_.notify_all();
+    lock.unlock();
+    const std::string& peer = p.peer >= 0 && p.peer < world_size_ ? workers_[static_cast<size_t>(p.peer)].name : "?";
+    p.on_reply(nullptr, std::make_exception_ptr(TimeoutError(fmt::format(
+                            "{} to '{}' timed out after {} ms: RPC ran for more than set timeout ({} ms) and will "
+                            "now be marked with an error",
+                            p.what, peer, p.timeout.count(), p.timeout.count()))));
+    lock.lock();
+  }
+}
+
+// ---- encoding with RRef forks
+
+RRefEncoder RpcAgent::encoder_for(int dst) {
+  return [this, dst](const RRef& r) { return rrefs_->fork_for(r, dst); };
+}
+
+RRefDecoder RpcAgent::decoder_for(int src) {
+  return [this, src](const RRefForkData& fd) { return rrefs_->on_fork_received(fd, src); };
+}
+
+Value RpcAgent::decode_reply(int peer, Message& reply) {
+  MetaReader r(reply.meta);
+  const RRefDecoder dec = decoder_for(peer);
+  Value v = decode_value(r, reply.tensors, &dec);
+  r.expect_end("a reply");
+  return v;
+}
+
+Future<Value> RpcAgent::value_future(const std::string& what, int peer, MessageType type, std::vector<uint8_t> meta,
+                                     std::vector<Tensor> tensors, Millis timeout) {
+  Future<Value> result(what);
+  send_request(peer, type, std::move(meta), std::move(tensors), timeout, what,
+               [this, result, peer](Message* reply, std::exception_ptr error) {
+                 if (error) {
+                   result.set_error(std::move(error));
+                   return;
+                 }
+                 try {
+                   result.set_value(decode_reply(peer, *reply));
+                 } catch (...) {
+                   result.set_error(std::current_exception());
+                 }
+               });
+  return result;
+}
+
+// ---- the client side of calls
+
+namespace {
+
+struct CallMeta {
+  std::vector<uint8_t> meta;
+  std::vector<Tensor> tensors;
+};
+
+}  // namespace
+
+Future<Value> RpcAgent::call_async(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout) {
+  check_running("rpc_async");
+  const WorkerInfo& dst = worker(to.name);
+  CallMeta m;
+  MetaWriter w(m.meta);
+  w.u8(kTargetFunction);
+  w.str(fn);
+  const RRefEncoder enc = encoder_for(dst.id);
+  encode_args(args, w, m.tensors, &enc);
+  return value_future(fmt::format("rpc to '{}' of '{}'", dst.name, fn), dst.id, MessageType::kCall,
+                      std::move(m.meta), std::move(m.tensors), timeout);
+}
+
+Value RpcAgent::call_sync(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout) {
+  auto f = call_async(to, fn, args, timeout);
+  // The agent's deadline fails the future with the precise error; the wait here is a backstop.
+  return f.value(resolve(timeout) + Millis(5000));
+}
+
+RRef RpcAgent::remote(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout) {
+  check_running("remote");
+  const WorkerInfo& dst = worker(to.name);
+  if (dst.id == self_.id) {
+    auto ov = std::make_shared<OwnerValue>();
+    ov->id = rrefs_->new_id();
+    RRef rref = rrefs_->make_owner_handle(ov);
+    Future<Value> result = invoke(kTargetFunction, fn, RRefId{}, args, self_.id);
+    result.add_callback([ov](const Future<Value>& f) {
+      if (auto err = f.error()) ov->value.set_error(err);
+      else ov->value.set_value(f.value());
+    });
+    return rref;
+  }
+  const RRefId id = rrefs_->new_id();
+  RRef rref = rrefs_->make_creator_user(dst, id);
+  CallMeta m;
+  MetaWriter w(m.meta);
+  w.id(id);
+  w.id(id);
+  w.u8(kTargetFunction);
+  w.str(fn);
+  const RRefEncoder enc = encoder_for(dst.id);
+  encode_args(args, w, m.tensors, &enc);
+  auto state = rref.state();
+  send_request(dst.id, MessageType::kRemoteCall, std::move(m.meta), std::move(m.tensors), timeout,
+               fmt::format("remote on '{}' of '{}'", dst.name, fn),
+               [this, state](Message*, std::exception_ptr error) { rrefs_->on_creation_confirmed(state, error); });
+  return rref;
+}
+
+Future<Value> RpcAgent::call_method_async(const RRef& rref, const std::string& method, const Args& args,
+                                          Millis timeout) {
+  check_running("rref.rpc_async");
+  const auto& s = rref.state();
+  if (auto err = s->creation_error()) std::rethrow_exception(err);
+  if (s->is_owner) {
+    return invoke_method(s->owner_value, method, args, self_.id);
+  }
+  CallMeta m;
+  MetaWriter w(m.meta);
+  w.u8(kTargetMethod);
+  w.str(method);
+  w.id(s->rref_id);
+  const RRefEncoder enc = encoder_for(s->owner.id);
+  encode_args(args, w, m.tensors, &enc);
+  Future<Value> f = value_future(fmt::format("rpc to '{}' of method '{}' of RRef {}", s->owner.name, method,
+                                             s->rref_id.to_string()),
+                                 s->owner.id, MessageType::kCall, std::move(m.meta), std::move(m.tensors), timeout);
+  f.add_callback([keep = rref](const Future<Value>&) {});  // the user stays alive until the reply
+  return f;
+}
+
+RRef RpcAgent::remote_method(const RRef& rref, const std::string& method, const Args& args, Millis timeout) {
+  check_running("rref.remote");
+  const auto& s = rref.state();
+  if (auto err = s->creation_error()) std::rethrow_exception(err);
+  if (s->is_owner) {
+    auto ov = std::make_shared<OwnerValue>();
+    ov->id = rrefs_->new_id();
+    RRef result = rrefs_->make_owner_handle(ov);
+    invoke_method(s->owner_value, method, args, self_.id).add_callback([ov](const Future<Value>& f) {
+      if (auto err = f.error()) ov->value.set_error(err);
+      else ov->value.set_value(f.value());
+    });
+    return result;
+  }
+  const RRefId id = rrefs_->new_id();
+  RRef result = rrefs_->make_creator_user(s->owner, id);
+  CallMeta m;
+  MetaWriter w(m.meta);
+  w.id(id);
+  w.id(id);
+  w.u8(kTargetMethod);
+  w.str(method);
+  w.id(s->rref_id);
+  const RRefEncoder enc = encoder_for(s->owner.id);
+  encode_args(args, w, m.tensors, &enc);
+  auto state = result.state();
+  send_request(s->owner.id, MessageType::kRemoteCall, std::move(m.meta), std::move(m.tensors), timeout,
+               fmt::format("remote on '{}' of method '{}'", s->owner.name, method),
+               [this, state, keep = rref](Message*, std::exception_ptr error) {
+                 rrefs_->on_creation_confirmed(state, error);
+               });
+  return result;
+}
+
+Future<Value> RpcAgent::fetch(const RRef& rref, Millis timeout) {
+  check_running("rref.to_here");
+  const auto& s = rref.state();
+  if (auto err = s->creation_error()) std::rethrow_exception(err);
+  if (s->is_owner) return s->owner_value->value;
+  std::vector<uint8_t> meta;
+  MetaWriter w(meta);
+  w.id(s->rref_id);
+  Future<Value> f = value_future(fmt::format("to_here of RRef {} from '{}'", s->rref_id.to_string(), s->owner.name),
+                                 s->owner.id, MessageType::kRRefFetch, std::move(meta), {}, timeout);
+  f.add_callback([keep = rref](const Future<Value>&) {});
+  return f;
+}
+
+RRef RpcAgent::make_local_rref(Value value) {
+  check_running("RRef");
+  return rrefs_->make_owner(std::move(value));
+}
+
+}  // namespace braid::rpc

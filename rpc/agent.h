@@ -1,0 +1,161 @@
+// RpcAgent: one worker of an RPC job — its name and id, a transport to every other worker, a thread pool
+// that runs incoming calls, the pending calls it made, and its side of the RRef protocol.
+//
+// Construction joins the job: it publishes {name, id, transport address} in the store, checks that the
+// name is unique ("RPC worker name 'x' is already taken by worker 3"), and waits (up to the rpc timeout)
+// for every other worker's entry. Calls to a worker go through the transport; calls to itself are
+// handled in process (they still run on the thread pool). Every call has a deadline (its timeout, or the
+// default rpc_timeout); a reply that misses it fails the future with TimeoutError, and a peer whose
+// connection breaks fails every pending call towards it with CommError naming the peer.
+//
+// Futures returned by call_async complete on a transport thread: their callbacks must not block (as
+// PyTorch's). shutdown(graceful=true) waits for the job (rpc/agent_shutdown.cc); shutdown(false) fails
+// what is pending and closes at once. No thread or socket outlives shutdown().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/future.h"
+#include "rpc/message.h"
+#include "rpc/registry.h"
+#include "rpc/rref.h"
+#include "rpc/rref_context.h"
+#include "rpc/thread_pool.h"
+#include "rpc/transport.h"
+#include "rpc/value.h"
+#include "store/store.h"
+
+namespace braid::rpc {
+
+struct RpcAgentOptions {
+  std::string transport = "tcp";  // "tcp" or "ucx"
+  int num_worker_threads = 8;
+  Millis rpc_timeout{60'000};     // default per-call timeout (PyTorch: 60 s)
+  Millis join_timeout{300'000};   // init and graceful-shutdown barriers
+  TransportOptions transport_options;
+};
+
+// What a reply handler receives: the reply (kResult) or the error (remote error, timeout, peer failure).
+using ReplyHandler = std::function<void(Message* reply, std::exception_ptr error)>;
+
+class RpcAgent {
+ public:
+  // `store` is private to RPC (callers give a PrefixStore). `transport` may be given (tests); otherwise
+  // it is created from options.transport.
+  RpcAgent(std::string name, int id, int world_size, std::shared_ptr<store::Store> store, RpcAgentOptions options,
+           Registry& registry, std::unique_ptr<Transport> transport = nullptr);
+  ~RpcAgent();
+  RpcAgent(const RpcAgent&) = delete;
+  RpcAgent& operator=(const RpcAgent&) = delete;
+
+  const WorkerInfo& self() const { return self_; }
+  int world_size() const { return world_size_; }
+  // InvalidArgument "unknown destination worker 'x' (known: ...)".
+  const WorkerInfo& worker(const std::string& name) const;
+  const WorkerInfo& worker(int id) const;
+  std::vector<WorkerInfo> workers() const { return workers_; }
+  Millis default_timeout() const { return options_.rpc_timeout; }
+  Registry& registry() const { return registry_; }
+  const std::string& transport_name() const;
+
+  // Runs function `fn` on `to`.
+  Future<Value> call_async(const WorkerInfo& to, const std::string& fn, const Args& args,
+                           Millis timeout = kUseDefaultTimeout);
+  Value call_sync(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout = kUseDefaultTimeout);
+  // Runs function (or constructs class) `fn` on `to`, keeping the result there.
+  RRef remote(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout = kUseDefaultTimeout);
+  // Method calls on the object behind `rref`, run on its owner.
+  Future<Value> call_method_async(const RRef& rref, const std::string& method, const Args& args, Millis timeout);
+  RRef remote_method(const RRef& rref, const std::string& method, const Args& args, Millis timeout);
+  // A copy of the value behind `rref` (to_here).
+  Future<Value> fetch(const RRef& rref, Millis timeout);
+  RRef make_local_rref(Value value);
+
+  void shutdown(bool graceful = true);
+  bool is_running() const;
+  RRefCounts rref_counts() const { return rrefs_->counts(); }
+  // Values still referenced by forks when the last graceful shutdown finished (0 when none leaked).
+  size_t leaked_rrefs() const { return leaked_rrefs_; }
+
+  // Used by the RRef protocol: sends a request and calls `on_reply` exactly once.
+  void send_request(int to, MessageType type, std::vector<uint8_t> meta, std::vector<Tensor> tensors,
+                    Millis timeout, std::string what, ReplyHandler on_reply);
+
+ private:
+  using Deadlines = std::multimap<std::chrono::steady_clock::time_point, uint64_t>;
+  struct Pending {
+    int peer = -1;
+    Deadlines::iterator deadline_it;
+    std::string what;
+    Millis timeout{0};
+    ReplyHandler on_reply;
+  };
+
+  void join_job(store::Store& store);
+  void on_message(int peer, Message msg);
+  void on_peer_failure(int peer, const std::string& reason);
+  void deliver(int to, Message msg);
+  void complete(uint64_t id, Message* reply, std::exception_ptr error);
+  void timer_loop();
+  Millis resolve(Millis timeout) const { return timeout == kUseDefaultTimeout ? options_.rpc_timeout : timeout; }
+  void check_running(const char* op) const;
+
+  // Serving requests (agent_serve.cc).
+  void serve(int peer, Message msg);
+  void serve_call(int peer, Message& msg, bool keep_as_rref);
+  void serve_fetch(int peer, Message& msg);
+  void serve_rref_control(int peer, Message& msg);
+  void reply_value(int peer, uint64_t id, const Value& value);
+  void reply_error(int peer, uint64_t id, const std::string& message);
+  // Runs function (or constructor) `name`, or method `name` of the object behind owned RRef `rref_id`:
+  // a future of the result (already complete for synchronous functions).
+  Future<Value> invoke(uint8_t target_kind, const std::string& name, RRefId rref_id, const Args& args, int caller);
+  Future<Value> invoke_method(const std::shared_ptr<OwnerValue>& target, const std::string& method, const Args& args,
+                              int caller);
+
+  // Encoding with RRef forking towards `dst`, decoding with forks received from `src`.
+  RRefEncoder encoder_for(int dst);
+  RRefDecoder decoder_for(int src);
+  Value decode_reply(int peer, Message& reply);
+  Future<Value> value_future(const std::string& what, int peer, MessageType type, std::vector<uint8_t> meta,
+                             std::vector<Tensor> tensors, Millis timeout);
+
+  // Graceful shutdown (agent_shutdown.cc).
+  void wait_drained(const char* phase, std::chrono::steady_clock::time_point deadline);
+  void store_barrier(const std::string& phase, std::chrono::steady_clock::time_point deadline);
+
+  const WorkerInfo self_;
+  const int world_size_;
+  RpcAgentOptions options_;
+  Registry& registry_;
+  std::shared_ptr<store::Store> store_;
+  std::vector<WorkerInfo> workers_;  // by id
+  std::vector<std::vector<uint8_t>> addresses_;  // transport addresses, by id
+  std::map<std::string, int, std::less<>> ids_by_name_;
+  std::unique_ptr<Transport> transport_;
+  std::shared_ptr<RRefContext> rrefs_;
+
+  mutable std::mutex mu_;
+  std::condition_variable drained_cv_;
+  std::unordered_map<uint64_t, Pending> pending_;                       // GUARDED_BY(mu_)
+  Deadlines deadlines_;                                                  // GUARDED_BY(mu_)
+  uint64_t next_request_id_ = 1;                                         // GUARDED_BY(mu_)
+  enum class State { kRunning, kDraining, kClosing, kStopped } state_ = State::kRunning;  // GUARDED_BY(mu_)
+  size_t serving_ = 0;  // requests being served (for draining)            GUARDED_BY(mu_)
+  std::condition_variable timer_cv_;
+  std::thread timer_;
+  std::unique_ptr<ThreadPool> pool_;
+  size_t leaked_rrefs_ = 0;
+};
+
+}  // namespace braid::rpc
