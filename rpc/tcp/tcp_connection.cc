@@ -224,6 +224,7 @@ void TcpConnection::ensure_room_from_strand(size_t bytes) {
 // Parses every complete frame in the buffer. A frame whose payload has not fully arrived continues with
 // one read straight into its tensors (on_payload_from_strand), then parsing resumes.
 void TcpConnection::parse_from_strand() {
+  WriteBatch batch;  // replies sent inline by the handlers go out together
   try {
     while (!stopped_ && !closed()) {
       size_t avail = rend_ - rpos_;
@@ -273,6 +274,7 @@ void TcpConnection::on_payload_from_strand(const boost::system::error_code& ec) 
     on_io_error_from_strand(ec, "closed in the middle of a tensor payload");
     return;
   }
+  WriteBatch batch;
   try {
     handle_frame_from_strand(std::move(incoming_));
   } catch (const std::exception& e) {

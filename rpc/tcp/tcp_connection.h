@@ -68,6 +68,23 @@ struct ConnectionContext {
   const WireLimits& limits;
 };
 
+// Sends made on an io thread while it delivers the frames of one read (handlers that answer inline) wait
+// in their connections' queues and are written when the batch ends: one sendmsg() for a burst of replies
+// instead of one each. Only the outermost batch on a thread flushes.
+class WriteBatch {
+ public:
+  WriteBatch();
+  ~WriteBatch();
+  WriteBatch(const WriteBatch&) = delete;
+  WriteBatch& operator=(const WriteBatch&) = delete;
+  // Whether this thread is inside a batch; if so, `conn` is flushed when it ends.
+  static bool defer(TcpConnection& conn);
+
+ private:
+  bool owner_ = false;
+  std::vector<std::shared_ptr<TcpConnection>> conns_;
+};
+
 class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
  public:
   enum class Role { kIncoming, kOutgoing };
@@ -121,6 +138,8 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void socket_ready_from_strand();
 
   // Writing (tcp_connection_write.cc).
+  friend class WriteBatch;
+  void flush_deferred();
   OutFrame make_hello(int self_id);
   void flush_locked();
   void start_async_write_from_strand();

@@ -11,6 +11,7 @@
 
 #include <array>
 
+#include "base/logging.h"
 #include "rpc/tcp/tcp_connection.h"
 
 namespace braid::rpc::tcp_detail {
@@ -42,7 +43,44 @@ bool for_each_piece(const OutFrame& frame, size_t& skip, Add&& add) {
   return true;
 }
 
+thread_local WriteBatch* tl_batch = nullptr;
+
 }  // namespace
+
+WriteBatch::WriteBatch() {
+  if (tl_batch == nullptr) {
+    tl_batch = this;
+    owner_ = true;
+  }
+}
+
+WriteBatch::~WriteBatch() {
+  if (!owner_) return;
+  tl_batch = nullptr;
+  for (const auto& conn : conns_) {
+    try {
+      conn->flush_deferred();
+    } catch (const std::exception& e) {
+      // Only an allocation failure can land here; the frames stay queued for the next write.
+      logging::get("braid.rpc")->error("tcp transport: flushing the replies to {} failed: {}", conn->describe(),
+                                       e.what());
+    }
+  }
+}
+
+bool WriteBatch::defer(TcpConnection& conn) {
+  if (tl_batch == nullptr) return false;
+  for (const auto& c : tl_batch->conns_) {
+    if (c.get() == &conn) return true;
+  }
+  tl_batch->conns_.push_back(conn.shared_from_this());
+  return true;
+}
+
+void TcpConnection::flush_deferred() {
+  std::lock_guard lock(mu_);
+  if (!closed_.load(std::memory_order_relaxed) && !writing_ && fd_ >= 0 && !queue_.empty()) flush_locked();
+}
 
 OutFrame TcpConnection::make_hello(int self_id) {
   OutFrame hello;
@@ -57,7 +95,7 @@ bool TcpConnection::send(OutFrame& frame) {
   std::lock_guard lock(mu_);
   if (closed_.load(std::memory_order_relaxed)) return false;
   queue_.push_back(std::move(frame));
-  if (!writing_ && fd_ >= 0) flush_locked();
+  if (!writing_ && fd_ >= 0 && !WriteBatch::defer(*this)) flush_locked();
   return true;
 }
 
@@ -65,7 +103,7 @@ void TcpConnection::send_all(std::deque<OutFrame>& frames) {
   std::lock_guard lock(mu_);
   if (!closed_.load(std::memory_order_relaxed)) {
     for (auto& f : frames) queue_.push_back(std::move(f));
-    if (!writing_ && fd_ >= 0 && !queue_.empty()) flush_locked();
+    if (!writing_ && fd_ >= 0 && !queue_.empty() && !WriteBatch::defer(*this)) flush_locked();
   }
   frames.clear();
 }

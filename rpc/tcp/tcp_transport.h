@@ -23,7 +23,9 @@
 //   prefix and the tensors' own storage. When nothing is being written on the connection, send() tries a
 //   non-blocking sendmsg() right away from the calling thread (no io-thread wake-up on the fast path);
 //   what the socket does not take, and everything queued meanwhile, is written by one async_write of
-//   all queued frames (coalescing). A message, and so its tensors, lives until its bytes are written.
+//   all queued frames (coalescing). Replies that handlers send inline on an io thread wait until the
+//   io thread has delivered every frame of the current read, then go out in one sendmsg() (a burst of 64
+//   calls costs one write, not 64). A message, and so its tensors, lives until its bytes are written.
 //
 // * Receiving reads into a 64 KiB buffer, which parses the fixed header and the table + meta of as many
 //   frames as arrived together (one recv for many small messages). Tensors are allocated from the table

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -124,6 +125,19 @@ inline Message make_message(uint64_t id, std::vector<Tensor> tensors = {}, std::
 }
 
 inline std::string meta_text(const Message& m) { return std::string(m.meta.begin(), m.meta.end()); }
+inline std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+// A whole frame as bytes, as a transport would write it.
+inline std::vector<uint8_t> frame_of(const Message& m) {
+  std::vector<uint8_t> bytes;
+  frame_prefix(m, bytes);
+  for (const auto span : payload_spans(m)) bytes.insert(bytes.end(), span.begin(), span.end());
+  return bytes;
+}
+
+inline std::vector<uint8_t> hello_from(uint64_t worker) {
+  return frame_of(make_message(worker, {}, {}, MessageType::kHello));
+}
 
 // A plain socket to a transport, for feeding it bytes it must refuse.
 class RawClient {
@@ -135,6 +149,9 @@ class RawClient {
                                             static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
     socket_.connect(ep);
   }
+  // Not connected: RawListener::accept() fills it.
+  RawClient() : socket_(io_) {}
+  boost::asio::ip::tcp::socket& socket() { return socket_; }
   void write(const std::vector<uint8_t>& bytes) { boost::asio::write(socket_, boost::asio::buffer(bytes)); }
 
   // Reads exactly n bytes; an empty vector when they do not come within `timeout`.
@@ -179,5 +196,58 @@ class RawClient {
   boost::asio::io_context io_;
   boost::asio::ip::tcp::socket socket_;
 };
+
+// A listening socket that plays a peer's address without speaking for it.
+class RawListener {
+ public:
+  RawListener() : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) { acceptor_.non_blocking(true); }
+  std::vector<uint8_t> address() const {
+    const std::string text = "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+    return {text.begin(), text.end()};
+  }
+  // The next incoming connection; nullptr when none comes within `timeout`.
+  std::unique_ptr<RawClient> accept(std::chrono::milliseconds timeout = 5000ms) {
+    auto client = std::make_unique<RawClient>();
+    const bool ok = eventually([&] {
+      boost::system::error_code ec;
+      acceptor_.accept(client->socket(), ec);
+      return !ec;
+    }, timeout);
+    return ok ? std::move(client) : nullptr;
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+};
+
+// Reads one whole frame from `raw`: its header and its decoded body (tensors filled).
+inline std::pair<FrameHeader, Message> read_frame(RawClient& raw) {
+  const auto header = raw.read(kFrameHeaderBytes);
+  REQUIRE(header.size() == kFrameHeaderBytes);
+  const FrameHeader h = decode_header(header, WireLimits{});
+  std::vector<uint8_t> rest;
+  if (h.body_bytes() + h.payload_bytes > 0) {
+    rest = raw.read(h.body_bytes() + h.payload_bytes);
+    REQUIRE(rest.size() == h.body_bytes() + h.payload_bytes);
+  }
+  Message msg = decode_body(h, std::span<const uint8_t>(rest).first(h.body_bytes()));
+  size_t at = h.body_bytes();
+  for (const auto span : receive_spans(msg)) {
+    std::memcpy(span.data(), rest.data() + at, span.size());
+    at += span.size();
+  }
+  return {h, std::move(msg)};
+}
+
+// Says hello as worker `worker` and checks the answer: a hello from worker `expect`.
+inline void handshake(RawClient& raw, uint64_t worker, uint64_t expect) {
+  raw.write(hello_from(worker));
+  const auto [h, msg] = read_frame(raw);
+  CHECK(h.type == MessageType::kHello);
+  CHECK(h.id == expect);
+  CHECK(h.body_bytes() == 0);
+  CHECK(h.payload_bytes == 0);
+}
 
 }  // namespace braid::rpc::test

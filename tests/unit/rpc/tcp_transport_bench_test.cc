@@ -1,6 +1,8 @@
 // Hidden benchmark ("[.bench]", not run by CTest): round-trip latency of small messages, throughput with
 // 64 messages in flight, and 16 MiB tensor echo, between two TCP transports in this process.
 //   build-*/tests/rpc_tests "[.bench]"
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <semaphore>
@@ -46,6 +48,14 @@ Node::Handler echo() {
   };
 }
 
+// CPU seconds (user + system) of the whole process so far.
+double cpu_seconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto secs = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
+  return secs(ru.ru_utime) + secs(ru.ru_stime);
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
@@ -54,15 +64,18 @@ double percentile(std::vector<double> v, double p) {
 void round_trips(const char* label, Node& client, Waiter& w, const std::function<Message()>& make, int iters) {
   std::vector<double> us;
   us.reserve(static_cast<size_t>(iters));
+  double cpu0 = 0;
   for (int i = 0; i < iters + 1000; ++i) {
+    if (i == 1000) cpu0 = cpu_seconds();
     const uint64_t before = w.count();
     const auto t0 = Clock::now();
     client.send(1, make());
     REQUIRE(w.wait(before + 1));
     if (i >= 1000) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
-  std::printf("tcp transport round trip, %s: p50 %.1f us, p99 %.1f us (%d iterations)\n", label,
-              percentile(us, 0.5), percentile(us, 0.99), iters);
+  const double cpu_us = (cpu_seconds() - cpu0) * 1e6 / iters;
+  std::printf("tcp transport round trip, %s: p50 %.1f us, p99 %.1f us, %.1f us of CPU per round trip (%d "
+              "iterations)\n", label, percentile(us, 0.5), percentile(us, 0.99), cpu_us, iters);
 }
 
 }  // namespace
@@ -81,16 +94,19 @@ TEST_CASE("tcp transport benchmark", "[.bench][rpc][tcp]") {
   Node server(1, {}, echo());
   introduce({&client, &server});
 
-  round_trips("empty message", client, w, [] { return make_message(1); }, 20000);
-  const Tensor small = ones({16});  // 64 bytes
-  round_trips("64-byte tensor", client, w, [&] { return make_message(1, {small}); }, 20000);
-  const std::string meta(64, 'm');
-  round_trips("64 bytes of meta", client, w, [&] { return make_message(1, {}, meta); }, 20000);
+  SECTION("latency") {
+    round_trips("empty message", client, w, [] { return make_message(1); }, 20000);
+    const Tensor small = ones({16});  // 64 bytes
+    round_trips("64-byte tensor", client, w, [&] { return make_message(1, {small}); }, 20000);
+    const std::string meta(64, 'm');
+    round_trips("64 bytes of meta", client, w, [&] { return make_message(1, {}, meta); }, 20000);
+  }
 
-  {
+  SECTION("window") {
     // 64 messages in flight: a slot frees when its reply arrives.
     windowed = true;
     constexpr int kCalls = 200000;
+    const double cpu0 = cpu_seconds();
     const auto t0 = Clock::now();
     for (int i = 0; i < kCalls; ++i) {
       window.acquire();
@@ -98,13 +114,14 @@ TEST_CASE("tcp transport benchmark", "[.bench][rpc][tcp]") {
     }
     for (int i = 0; i < 64; ++i) window.acquire();
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("tcp transport, 64 in flight: %.0f messages/s (%d round trips in %.2f s)\n", kCalls / secs, kCalls,
-                secs);
+    const double cpu_us = (cpu_seconds() - cpu0) * 1e6 / kCalls;
+    std::printf("tcp transport, 64 in flight: %.0f round trips/s (%d in %.2f s), %.1f us of CPU per round trip\n",
+                kCalls / secs, kCalls, secs, cpu_us);
     for (int i = 0; i < 64; ++i) window.release();
     windowed = false;
   }
 
-  for (const size_t mib : {size_t{1}, size_t{16}}) {
+  SECTION("echo") for (const size_t mib : {size_t{1}, size_t{16}}) {
     const Tensor big = ones({static_cast<int64_t>(mib << 18)});  // float32: mib MiB
     const int iters = mib == 1 ? 200 : 40;
     std::vector<double> secs;

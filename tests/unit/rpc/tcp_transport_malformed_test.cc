@@ -10,32 +10,9 @@ using namespace braid::rpc::test;
 
 namespace {
 
-std::vector<uint8_t> frame_of(const Message& m) {
-  std::vector<uint8_t> bytes;
-  frame_prefix(m, bytes);
-  for (const auto span : payload_spans(m)) bytes.insert(bytes.end(), span.begin(), span.end());
-  return bytes;
-}
-
-std::vector<uint8_t> hello_from(uint64_t worker) { return frame_of(make_message(worker, {}, {}, MessageType::kHello)); }
-
 template <class T>
 void put(std::vector<uint8_t>& bytes, size_t at, T v) {
   std::memcpy(bytes.data() + at, &v, sizeof(T));
-}
-
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-// Says hello as worker `worker` and checks the answer: a hello from worker `expect`.
-void handshake(RawClient& raw, uint64_t worker, uint64_t expect) {
-  raw.write(hello_from(worker));
-  const auto answer = raw.read(kFrameHeaderBytes);
-  REQUIRE(answer.size() == kFrameHeaderBytes);
-  const FrameHeader h = decode_header(answer, WireLimits{});
-  CHECK(h.type == MessageType::kHello);
-  CHECK(h.id == expect);
-  CHECK(h.body_bytes() == 0);
-  CHECK(h.payload_bytes == 0);
 }
 
 }  // namespace
