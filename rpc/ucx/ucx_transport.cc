@@ -341,7 +341,16 @@ void UcxTransport::teardown() {
   };
   // Sends and fetches in flight first: a rendezvous is over only when the receiver fetched the data,
   // and a peer must not be left with a fetch from a worker that is gone.
-  progress_until([&] { return in_flight_.empty() && (!receiver_ || receiver_->fetches_in_flight() == 0); });
+  // Sends to a peer that failed never complete (UCX does not cancel a rendezvous on an endpoint without
+  // error handling): those are not waited for.
+  auto live_sends = [&] {
+    for (const auto& [raw, op] : in_flight_) {
+      const auto it = connections_.find(op->peer);
+      if (it != connections_.end() && !it->second->failed && it->second->generation == op->generation) return true;
+    }
+    return false;
+  };
+  progress_until([&] { return !live_sends() && (!receiver_ || receiver_->fetches_in_flight() == 0); });
   close_all_endpoints();
   progress_until([&] { return closing_.empty(); });
   if (!in_flight_.empty() || !closing_.empty()) {
