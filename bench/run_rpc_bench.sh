@@ -67,14 +67,17 @@ def median(rows, key):
     vals = [float(r[key]) for r in rows if key in r]
     return statistics.median(vals) if vals else None
 
-ROWS = [("empty", 0, "p50 <= 60 us"), ("echo", 64, ""), ("echo", 1 << 20, ""), ("echo", 16 << 20, ">= 2 GB/s"),
-        ("remote_to_here", 64, "p50 <= 100 us"), ("async", 0, ">= 50000 calls/s")]
+# (op, bytes, target text, RESULT key, bound, at most?) — the issue's targets
+ROWS = [("empty", 0, "p50 <= 60 us", "p50_us", 60, True), ("echo", 64, "", None, None, None),
+        ("echo", 1 << 20, "", None, None, None), ("echo", 16 << 20, ">= 2 GB/s", "payload_gbs", 2, False),
+        ("remote_to_here", 64, "p50 <= 100 us", "p50_us", 100, True),
+        ("async", 0, ">= 50000 calls/s", "calls_per_s", 50000, False)]
 configs = [c for c in ("braid-tcp", "braid-ucx", "torch") if c in data]
 if not configs:
     sys.exit("no RESULT lines found")
 runs = max(len(v) for c in configs for v in data[c].values())
 print(f"\n== medians over {runs} run(s): p50 / p99 in us; throughput in calls/s (echo >= 1 MiB: payload GB/s, one way)")
-head = f"{'op':<16} {'size':>8}"
+head = f"{'op':<16} {'size':>7}"
 for c in configs:
     head += f" | {c + ' p50':>14} {'p99':>8} {'thr':>9}"
 for c in configs:
@@ -89,8 +92,11 @@ def throughput(op, size, rows):
     v = median(rows, "calls_per_s")
     return v, f"{v:.0f}"
 
-for op, size, target in ROWS:
-    line = f"{op:<16} {size:>8}"
+def size_text(b):
+    return "-" if b == 0 else (f"{b >> 20} MiB" if b % (1 << 20) == 0 else f"{b} B")
+
+for op, size, target, key, bound, at_most in ROWS:
+    line = f"{op:<16} {size_text(size):>7}"
     for c in configs:
         rows = data[c].get((op, size), [])
         if not rows:
@@ -111,6 +117,13 @@ for op, size, target in ROWS:
             else:
                 ratio = f"{median(ref, 'p50_us') / median(mine, 'p50_us'):.1f}x"
         line += f" | {ratio:>16}"
+    if target:
+        verdicts = []
+        for c in configs:
+            v = median(data[c].get((op, size), []), key)
+            if v is not None:
+                verdicts.append(f"{c}: {'met' if (v <= bound if at_most else v >= bound) else 'MISSED'}")
+        target += " (" + ", ".join(verdicts) + ")"
     print(line + f" | {target}")
 print("(vs torch: how many times faster braid is — PyTorch's p50 / braid's p50 for latency rows, braid's "
       "throughput / PyTorch's for echo >= 1 MiB and async)")
