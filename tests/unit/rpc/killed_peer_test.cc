@@ -1,0 +1,88 @@
+// A peer process killed with SIGKILL while calls to it are pending: every pending future fails promptly
+// with an error naming the peer, later calls fail rather than hang, and the surviving agent shuts down.
+// The peer is a separate executable (rpc_test_peer) so that the kill is real: no destructor runs there.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "base/config.h"
+#include "rpc/agent.h"
+#include "store/tcp_store.h"
+#include "tests/unit/rpc/support/agent_job.h"
+
+extern char** environ;
+
+using namespace braid;
+using namespace braid::rpc;
+
+namespace {
+
+// The child process; killed (if still alive) and reaped by the destructor.
+class Child {
+ public:
+  Child(const std::string& exe, const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    REQUIRE(posix_spawn(&pid_, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0);
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  void kill_now() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("a killed peer fails every pending call to it promptly, naming it", "[rpc][agent][killed]") {
+  const std::string transport = GENERATE(from_range(testing::transports_under_test()));
+  if (transport == "loopback") return;  // needs a real process boundary
+  INFO("transport " << transport);
+  store::TcpStoreOptions so;
+  so.is_master = true;
+  so.wait_for_workers = false;
+  so.timeout = Millis(20'000);
+  auto st = std::make_shared<store::TCPStore>("127.0.0.1", 0, so);
+  Child peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
+  RpcAgentOptions o;
+  o.transport = transport;
+  o.join_timeout = Millis(20'000);
+  Registry registry;
+  RpcAgent agent("worker0", 0, 2, st, o, registry);
+  const WorkerInfo& w1 = agent.worker("worker1");
+  CHECK(agent.call_sync(w1, "peer.echo", {Value("hi")}, Millis(10'000)).as_string() == "hi");
+  std::vector<Future<Value>> pending;
+  for (int i = 0; i < 3; ++i) pending.push_back(agent.call_async(w1, "peer.sleep_ms", {Value(int64_t{20'000})}, Millis(30'000)));
+  std::this_thread::sleep_for(Millis(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  peer.kill_now();
+  for (auto& f : pending) {
+    f.wait(Millis(15'000));
+    REQUIRE(f.has_error());
+    CHECK_THROWS_WITH(f.value(), Catch::Contains("worker1"));
+  }
+  const auto took = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - t0);
+  INFO("pending calls failed after " << took.count() << " ms");
+  CHECK(took < Millis(5000));
+  auto later = agent.call_async(w1, "peer.echo", {Value("again")}, Millis(10'000));
+  later.wait(Millis(15'000));
+  CHECK(later.has_error());
+  agent.shutdown(false);
+}

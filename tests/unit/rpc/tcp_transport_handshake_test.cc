@@ -1,0 +1,82 @@
+// The handshake against raw peers, step by step: which of two racing connections survives (the one the
+// lower worker id initiated), that queued messages follow the survivor in order, and handshake failures.
+#include "tcp_test_harness.h"
+
+using namespace braid;
+using namespace braid::rpc;
+using namespace braid::rpc::test;
+
+TEST_CASE("tcp transport: racing connects keep the connection initiated by the lower id", "[rpc][tcp]") {
+  RawListener peer_listener;  // plays worker 1's listening address
+  SECTION("this worker has the lower id: its own connection survives") {
+    Node a(0);
+    a.transport().add_peers({PeerInfo{1, "raw1", peer_listener.address()}});
+    a.send(1, make_message(10, {}, "first"));
+    auto ours = peer_listener.accept();
+    REQUIRE(ours);
+    const auto [hello, unused] = read_frame(*ours);
+    CHECK(hello.type == MessageType::kHello);
+    CHECK(hello.id == 0);
+    // Worker 1 connects too before answering: a declines that connection.
+    RawClient theirs(a.transport().local_address());
+    theirs.write(hello_from(1));
+    CHECK(theirs.closed_within());
+    a.send(1, make_message(11, {}, "second"));
+    // Worker 1 answers on a's connection: both queued messages follow, in order.
+    ours->write(hello_from(1));
+    const auto [h1, m1] = read_frame(*ours);
+    const auto [h2, m2] = read_frame(*ours);
+    CHECK(h1.type == MessageType::kCall);
+    CHECK(meta_text(m1) == "first");
+    CHECK(meta_text(m2) == "second");
+    ours->write(frame_of(make_message(12, {}, "reply", MessageType::kResult)));
+    REQUIRE(a.wait_messages(1));
+    CHECK(a.messages()[0].from == 1);
+    CHECK(a.failures().empty());
+  }
+  SECTION("this worker has the higher id: it adopts the incoming connection and abandons its own") {
+    Node a(2);
+    a.transport().add_peers({PeerInfo{1, "raw1", peer_listener.address()}});
+    a.send(1, make_message(10, {}, "first"));
+    auto ours = peer_listener.accept();
+    REQUIRE(ours);
+    const auto [hello, unused] = read_frame(*ours);
+    CHECK(hello.id == 2);
+    RawClient theirs(a.transport().local_address());
+    handshake(theirs, 1, 2);  // accepted: the answer is a's hello
+    const auto [h1, m1] = read_frame(theirs);
+    CHECK(meta_text(m1) == "first");
+    CHECK(ours->closed_within());  // a's own attempt is abandoned
+    a.send(1, make_message(11, {}, "second"));
+    const auto [h2, m2] = read_frame(theirs);
+    CHECK(meta_text(m2) == "second");
+    CHECK(eventually([&] { return a.tcp().connection_count() == 1; }));
+    CHECK(a.failures().empty());
+  }
+}
+
+TEST_CASE("tcp transport: a peer that never answers the hello is retried, then reported", "[rpc][tcp]") {
+  RawListener peer_listener;
+  TransportOptions options;
+  options.connect_retries = 2;
+  options.connect_backoff = std::chrono::milliseconds(1);
+  options.connect_backoff_max = std::chrono::milliseconds(1);
+  Node a(0, options);
+  a.transport().add_peers({PeerInfo{1, "mute", peer_listener.address()}});
+  a.send(1, make_message(1));
+  // Attempt 1: the peer answers as the wrong worker; attempt 2: it closes without answering.
+  auto first = peer_listener.accept();
+  REQUIRE(first);
+  read_frame(*first);
+  first->write(hello_from(5));
+  CHECK(first->closed_within());
+  auto second = peer_listener.accept();
+  REQUIRE(second);
+  read_frame(*second);
+  second.reset();
+  REQUIRE(a.wait_failures(1));
+  const auto failure = a.failures()[0];
+  CHECK(failure.first == 1);
+  CHECK_THAT(failure.second, Catch::Contains("cannot reach worker 1 'mute'"));
+  CHECK_THAT(failure.second, Catch::Contains("after 2 connection attempts (1 queued message(s) dropped)"));
+}
