@@ -41,11 +41,13 @@ echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc
 for run in $(seq 1 "$runs"); do
   for t in "${transports[@]}"; do
     echo "== run $run: mpirun -np 2 --oversubscribe braid bench rpc --transport $t $* (load $(load))"
-    mpirun -np 2 --oversubscribe "$braid" bench rpc --transport "$t" "$@" | tee "$out/braid-$t-$run.txt"
+    mpirun -np 2 --oversubscribe "$braid" bench rpc --transport "$t" "$@" | tee "$out/braid-$t-$run.txt" ||
+      echo "(run $run over $t failed: its failed rows are left out)"
   done
   if [[ -n "$torch_py" ]]; then
     echo "== run $run: $torch_py bench/torch_rpc.py $* (load $(load))"
-    "$torch_py" "$root/bench/torch_rpc.py" "$@" 2>"$out/torch-$run.log" | tee "$out/torch-$run.txt"
+    "$torch_py" "$root/bench/torch_rpc.py" "$@" 2>"$out/torch-$run.log" | tee "$out/torch-$run.txt" ||
+      echo "(PyTorch run $run failed: see $out/torch-$run.log)"
   fi
 done
 echo "load after the runs: $(load)"
@@ -61,6 +63,9 @@ for path in sorted(out.glob("*.txt")):
     for line in path.read_text().splitlines():
         if line.startswith("RESULT rpc ") or line.startswith("RESULT torch_rpc "):
             kv = dict(p.split("=", 1) for p in line.split()[2:] if "=" in p)
+            if kv.get("failed") == "1":
+                print(f"note: {path.name}: the {kv['op']} row of {kv['bytes']} bytes failed (left out of the medians)")
+                continue
             data[config][(kv["op"], int(kv["bytes"]))].append(kv)
 
 def median(rows, key):

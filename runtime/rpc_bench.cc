@@ -235,20 +235,35 @@ void register_rpc_bench_functions(rpc::Registry& registry) {
   }
 }
 
-RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo& callee, const RpcBenchOptions& o) {
+RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo& callee, const RpcBenchOptions& o,
+                                    const std::function<void(const RpcBenchReport&, const RpcBenchRow&)>& on_row) {
   check_options(o);
   Caller c{agent, callee, o};
   RpcBenchReport report;
   report.transport = agent.transport_name();
   report.threads = o.threads;
   report.in_flight = o.in_flight;
-  report.rows.push_back(c.empty_call());
+  // One row: its measurement, or the error that stopped it (the rows are independent).
+  const auto run = [&](std::string op, int64_t bytes, const std::function<RpcBenchRow()>& measure) {
+    RpcBenchRow row;
+    try {
+      row = measure();
+    } catch (const std::exception& e) {
+      row = RpcBenchRow{};
+      row.op = std::move(op);
+      row.bytes = bytes;
+      row.error = e.what();
+      logger()->error("bench rpc: {} of {} bytes failed: {}", row.op, row.bytes, row.error);
+    }
+    report.rows.push_back(std::move(row));
+    if (on_row) on_row(report, report.rows.back());
+  };
+  run("empty", 0, [&] { return c.empty_call(); });
   for (int64_t elements : {kSmallElements, int64_t{1} << 18, int64_t{1} << 22}) {  // 64 B, 1 MiB, 16 MiB
-    report.rows.push_back(c.echo(elements));
-    logger()->debug("echo of {} bytes: p50 {:.1f} us", report.rows.back().bytes, report.rows.back().p50_us);
+    run("echo", elements * 4, [&] { return c.echo(elements); });
   }
-  report.rows.push_back(c.remote_to_here());
-  report.rows.push_back(c.async_calls());
+  run("remote_to_here", kSmallElements * 4, [&] { return c.remote_to_here(); });
+  run("async", 0, [&] { return c.async_calls(); });
   return report;
 }
 
@@ -277,8 +292,11 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
   try {
     const std::string who = job.store->get_string("bench/rpc/who/0") + "\n" +
                             job.store->get_string("bench/rpc/who/1") + "\n";
-    emit(preamble(o, job, who));
-    report = run_rpc_bench_caller(rpc::current_agent(), rpc::get_worker_info("worker1"), o);
+    emit(preamble(o, job, who) + format_rpc_bench_header());
+    report = run_rpc_bench_caller(rpc::current_agent(), rpc::get_worker_info("worker1"), o,
+                                  [&](const RpcBenchReport& r, const RpcBenchRow& row) {
+                                    emit(format_rpc_bench_row(r, row));
+                                  });
   } catch (...) {
     // worker1 waits in its graceful shutdown: join it there so that it ends now, then report the failure.
     try {
@@ -289,8 +307,13 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
     throw;
   }
   rpc::shutdown(true);
-  emit(format_rpc_bench_table(report));
-  emit(format_rpc_bench_results(report));
+  emit(format_rpc_bench_footer(report) + format_rpc_bench_results(report));
+  const auto failed = std::find_if(report.rows.begin(), report.rows.end(), [](const auto& r) { return !r.error.empty(); });
+  if (failed != report.rows.end()) {
+    const auto n = std::count_if(report.rows.begin(), report.rows.end(), [](const auto& r) { return !r.error.empty(); });
+    BRAID_THROW(Error, "bench rpc over {}: {} of {} rows failed; the first, {} of {} bytes: {}", o.transport, n,
+                report.rows.size(), failed->op, failed->bytes, failed->error);
+  }
   return report;
 }
 

@@ -16,7 +16,7 @@
 // Latency rows time each call alone after `warmup` untimed calls (echo rows of 1 MiB and more: `echo_iters`
 // calls after at most 5 warm-up calls) and report min/p50/p99/max/mean (nearest-rank percentiles). Every
 // tensor is made once and reused. Each echo size and the remote value are checked once, outside the
-// timing (an echo that comes back different is an InternalError).
+// timing (an echo that comes back different fails its row).
 //
 // Calls go through the agent's methods (call_sync, call_async, remote, RRef::to_here) with the callee's
 // WorkerInfo looked up once: what rpc::rpc_sync(name, ...) does, minus one lookup of the global agent.
@@ -62,6 +62,7 @@ struct RpcBenchRow {
   double mean_us = 0;       // mean round trip; async: elapsed time / calls
   double calls_per_s = 0;   // 1e6 / mean_us
   double payload_gbs = 0;   // echo: bytes / mean round trip (one way); else 0
+  std::string error;        // why the row failed (its numbers are then unset); empty when it ran
 };
 
 struct RpcBenchReport {
@@ -91,18 +92,28 @@ std::optional<RpcBenchTarget> rpc_bench_target(const RpcBenchRow& row);
 // already present are left alone (so that running the benchmark twice in one process works).
 void register_rpc_bench_functions(rpc::Registry& registry);
 
-// The caller's side: every measurement from `agent` to `callee` (whose registry has the bench functions).
-// Throws InvalidArgument on bad options, InternalError when an echo comes back different.
-RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo& callee, const RpcBenchOptions& o);
+// The caller's side: every measurement from `agent` to `callee` (whose registry has the bench functions),
+// each row passed to `on_row` (when given) as soon as it is measured. A row that fails (a call's error, an
+// echo that comes back different) records the error in row.error and the next rows still run. Throws
+// InvalidArgument on bad options.
+RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo& callee, const RpcBenchOptions& o,
+                                    const std::function<void(const RpcBenchReport&, const RpcBenchRow&)>& on_row = {});
 
-// The table (header, one line per row, with the targets) and one machine-readable line per row:
-//   RESULT rpc transport=tcp op=empty bytes=0 calls=2000 min_us=.. p50_us=.. p99_us=.. max_us=.. mean_us=..
-//          calls_per_s=.. [payload_gbs=..] [in_flight=64] [target=p50_us<=60 met=1]
+// The table: a header, one line per row (with its target, or FAILED and the error), and a count of the
+// targets met (a failed row misses its target). format_rpc_bench_table is the three parts together.
+std::string format_rpc_bench_header();
+std::string format_rpc_bench_row(const RpcBenchReport& report, const RpcBenchRow& row);
+std::string format_rpc_bench_footer(const RpcBenchReport& report);
 std::string format_rpc_bench_table(const RpcBenchReport& report);
+// One machine-readable line per row:
+//   RESULT rpc transport=tcp op=empty bytes=0 calls=2000 min_us=.. p50_us=.. p99_us=.. max_us=.. mean_us=..
+//          calls_per_s=.. [payload_gbs=..] [in_flight=64] threads=8 [target=p50_us<=60 met=1]
+// and for a failed row: RESULT rpc transport=tcp op=.. bytes=.. failed=1
 std::string format_rpc_bench_results(const RpcBenchReport& report);
 
-// The whole benchmark on this process (2 processes, see above). Rank 0 passes the preamble, the table and
-// the RESULT lines to `emit`; rank 1 emits nothing. Returns the report (empty rows on rank 1).
+// The whole benchmark on this process (2 processes, see above). Rank 0 passes the preamble, the table
+// (row by row) and the RESULT lines to `emit`; rank 1 emits nothing. Returns the report (empty rows on
+// rank 1). After both workers have shut down, a failed row on rank 0 is thrown as braid::Error naming it.
 RpcBenchReport run_rpc_bench(const RpcBenchOptions& options, const std::function<void(const std::string&)>& emit);
 
 }  // namespace braid::runtime

@@ -61,38 +61,55 @@ std::optional<RpcBenchTarget> rpc_bench_target(const RpcBenchRow& row) {
   return std::nullopt;
 }
 
-std::string format_rpc_bench_table(const RpcBenchReport& report) {
+std::string format_rpc_bench_header() {
   std::string out = "#\n";
   out += fmt::format("# {:<20} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>16}  {}\n", "op", "size", "calls", "min",
                      "p50", "p99", "max", "mean", "throughput", "target (issue 5)");
-  out += fmt::format("# {:<20} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>16}\n", "", "", "", "(us)", "(us)",
-                     "(us)", "(us)", "(us)", "");
-  for (const auto& row : report.rows) {
-    const auto lat = [&](double v) { return row.has_latency ? fmt::format("{:.1f}", v) : std::string("-"); };
-    const std::string throughput = reports_bandwidth(row) ? fmt::format("{:.3f} GB/s", row.payload_gbs)
-                                                          : fmt::format("{:.0f} calls/s", row.calls_per_s);
-    std::string target;
-    if (const auto t = rpc_bench_target(row)) target = fmt::format("{}: {}", t->text, t->met ? "met" : "MISSED");
-    out += fmt::format("  {:<20} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8.1f} {:>16}  {}\n", op_text(report, row),
-                       size_text(row.bytes), row.calls, lat(row.min_us), lat(row.p50_us), lat(row.p99_us),
-                       lat(row.max_us), row.mean_us, throughput, target);
+  out += fmt::format("# {:<20} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8}\n", "", "", "", "(us)", "(us)", "(us)",
+                     "(us)", "(us)");
+  return out;
+}
+
+std::string format_rpc_bench_row(const RpcBenchReport& report, const RpcBenchRow& row) {
+  if (!row.error.empty()) {
+    return fmt::format("  {:<20} {:>6} FAILED: {}\n", op_text(report, row), size_text(row.bytes), row.error);
   }
+  const auto lat = [&](double v) { return row.has_latency ? fmt::format("{:.1f}", v) : std::string("-"); };
+  const std::string throughput = reports_bandwidth(row) ? fmt::format("{:.3f} GB/s", row.payload_gbs)
+                                                        : fmt::format("{:.0f} calls/s", row.calls_per_s);
+  std::string target;
+  if (const auto t = rpc_bench_target(row)) target = fmt::format("  {}: {}", t->text, t->met ? "met" : "MISSED");
+  return fmt::format("  {:<20} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8.1f} {:>16}{}\n", op_text(report, row),
+                     size_text(row.bytes), row.calls, lat(row.min_us), lat(row.p50_us), lat(row.p99_us),
+                     lat(row.max_us), row.mean_us, throughput, target);
+}
+
+std::string format_rpc_bench_footer(const RpcBenchReport& report) {
   int met = 0, targets = 0;
   for (const auto& row : report.rows) {
     if (const auto t = rpc_bench_target(row)) {
       ++targets;
-      met += t->met ? 1 : 0;
+      met += t->met && row.error.empty() ? 1 : 0;
     }
   }
-  out += fmt::format("# targets met: {} of {}\n", met, targets);
-  return out;
+  return fmt::format("# targets met: {} of {}\n", met, targets);
+}
+
+std::string format_rpc_bench_table(const RpcBenchReport& report) {
+  std::string out = format_rpc_bench_header();
+  for (const auto& row : report.rows) out += format_rpc_bench_row(report, row);
+  return out + format_rpc_bench_footer(report);
 }
 
 std::string format_rpc_bench_results(const RpcBenchReport& report) {
   std::string out;
   for (const auto& row : report.rows) {
-    out += fmt::format("RESULT rpc transport={} op={} bytes={} calls={}", report.transport, row.op, row.bytes,
-                       row.calls);
+    out += fmt::format("RESULT rpc transport={} op={} bytes={}", report.transport, row.op, row.bytes);
+    if (!row.error.empty()) {
+      out += " failed=1\n";
+      continue;
+    }
+    out += fmt::format(" calls={}", row.calls);
     if (row.has_latency) {
       out += fmt::format(" min_us={:.2f} p50_us={:.2f} p99_us={:.2f} max_us={:.2f}", row.min_us, row.p50_us,
                          row.p99_us, row.max_us);

@@ -2,6 +2,7 @@
 // RESULT lines, and the caller's measurements run end to end between two agents in one process (over
 // the in-process loopback transport and the real transports), including a callee whose echo is wrong.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
@@ -174,7 +175,7 @@ TEST_CASE("the caller's measurements run end to end between two agents", "[runti
   CHECK(job[1].leaked_rrefs() == 0);
 }
 
-TEST_CASE("an echo that comes back different fails the benchmark", "[runtime][bench_rpc]") {
+TEST_CASE("an echo that comes back different fails its rows, and the other rows still run", "[runtime][bench_rpc]") {
   rpc::Registry registry;
   registry.add_function("bench.echo", [](const rpc::Args& a) -> rpc::Value {
     Tensor t = empty({a.at(0).as_tensor().numel()}, DType::Float32);
@@ -183,13 +184,33 @@ TEST_CASE("an echo that comes back different fails the benchmark", "[runtime][be
   });
   register_rpc_bench_functions(registry);  // keeps the broken echo
   AgentJob job(2, registry);
-  try {
-    run_rpc_bench_caller(job[0], job[0].worker("worker1"), tiny_options());
-    FAIL("no error");
-  } catch (const InternalError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("echo of a 64-byte tensor") && Catch::Contains("worker1") &&
-                             Catch::Contains("wrong"));
+  std::vector<std::string> seen;
+  const RpcBenchReport report = run_rpc_bench_caller(
+      job[0], job[0].worker("worker1"), tiny_options(),
+      [&](const RpcBenchReport&, const RpcBenchRow& r) { seen.push_back(r.op + " " + std::to_string(r.bytes)); });
+  CHECK(seen == std::vector<std::string>{"empty 0", "echo 64", "echo 1048576", "echo 16777216", "remote_to_here 64",
+                                         "async 0"});
+  REQUIRE(report.rows.size() == 6);
+  CHECK(report.rows[0].error.empty());
+  for (size_t i = 1; i <= 3; ++i) {
+    const auto& r = report.rows[i];
+    INFO("echo of " << r.bytes << " bytes");
+    CHECK_THAT(r.error, Catch::Contains(fmt::format("echo of a {}-byte tensor", r.bytes)) &&
+                            Catch::Contains("worker1") && Catch::Contains("wrong"));
+    CHECK(r.calls == 0);
   }
+  CHECK(report.rows[4].error.empty());
+  CHECK(report.rows[5].error.empty());
+
+  const std::string table = format_rpc_bench_table(report);
+  CHECK_THAT(table, Catch::Contains("16 MiB FAILED: bench rpc: the echo of a 16777216-byte tensor"));
+  const auto results = parse_results(format_rpc_bench_results(report));
+  REQUIRE(results.size() == 6);
+  CHECK(results[3].at("failed") == "1");
+  CHECK(results[3].count("payload_gbs") == 0);
+  CHECK(results[4].count("failed") == 0);
+  // A failed row misses its target: the 16 MiB echo's is one of the four.
+  CHECK_THAT(table, !Catch::Contains("targets met: 4 of 4"));
 }
 
 TEST_CASE("bad options are rejected before any call", "[runtime][bench_rpc]") {
