@@ -7,6 +7,11 @@
 # many times faster braid is: PyTorch's p50 over braid's, braid's throughput over PyTorch's). Each run's
 # full table is kept in <build>/rpc-bench/*.txt.
 #
+# mpirun runs with --bind-to none (MPIRUN_BIND overrides it): Open MPI binds each of 2 ranks to one core by
+# default, which puts the caller's thread and its transport's I/O thread on the same core, so that every
+# reply waits for a context switch on a core shared with them; on a 2-core machine that doubles the p50 of
+# a sync call. PyTorch's processes are not bound either.
+#
 # usage: bench/run_rpc_bench.sh [build-dir] [runs] [extra braid bench rpc / torch_rpc.py flags...]
 #        (defaults: build-bench, 3; e.g. `bench/run_rpc_bench.sh build-bench 1 --iters 500`)
 set -euo pipefail
@@ -36,12 +41,13 @@ done
 [[ -n "$torch_py" ]] || echo "PyTorch is not importable (apt-get install python3-torch): no PyTorch reference"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bind="${MPIRUN_BIND:-none}"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for run in $(seq 1 "$runs"); do
   for t in "${transports[@]}"; do
-    echo "== run $run: mpirun -np 2 --oversubscribe braid bench rpc --transport $t $* (load $(load))"
-    mpirun -np 2 --oversubscribe "$braid" bench rpc --transport "$t" "$@" | tee "$out/braid-$t-$run.txt" ||
+    echo "== run $run: mpirun -np 2 --oversubscribe --bind-to $bind braid bench rpc --transport $t $* (load $(load))"
+    mpirun -np 2 --oversubscribe --bind-to "$bind" "$braid" bench rpc --transport "$t" "$@" | tee "$out/braid-$t-$run.txt" ||
       echo "(run $run over $t failed: its failed rows are left out)"
   done
   if [[ -n "$torch_py" ]]; then
