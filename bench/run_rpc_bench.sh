@@ -30,7 +30,7 @@ mkdir -p "$out"
 rm -f "$out"/*.txt
 
 transports=(tcp)
-if "$braid" info --json | python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin)["backends"]["UCX"]["built"] else 1)'
+if "$braid" info --json | python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin)["backends"].get("ucx", {}).get("built") else 1)'
 then
   transports+=(ucx)
 fi
