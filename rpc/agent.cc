@@ -54,12 +54,13 @@ RpcAgent::RpcAgent(std::string name, int id, int world_size, std::shared_ptr<sto
   TransportHandlers handlers;
   handlers.on_message = [this](int peer, Message msg) { on_message(peer, std::move(msg)); };
   handlers.on_peer_failure = [this](int peer, const std::string& reason) { on_peer_failure(peer, reason); };
-  transport_->start(self_.id, std::move(handlers));
+  // Peers first: a peer that already joined may connect the moment this transport accepts.
   std::vector<PeerInfo> peers;
   for (const auto& w : workers_) {
     if (w.id != self_.id) peers.push_back(PeerInfo{w.id, w.name, addresses_[static_cast<size_t>(w.id)]});
   }
   transport_->add_peers(peers);
+  transport_->start(self_.id, std::move(handlers));
   logging::get("braid.rpc")->debug("{} (id {}) joined an RPC job of {} workers over {}", self_.name, self_.id,
                                    world_size_, transport_->name());
 }

@@ -6,7 +6,8 @@
 //      agent publishes it in the rendezvous store;
 //   2. start(self, handlers): listen and begin delivering messages to handlers.on_message;
 //   3. add_peers(peers): every other worker's id, name and address (from the store); connections are
-//      made lazily, on the first send, with bounded retry and backoff;
+//      made lazily, on the first send, with bounded retry and backoff. May come before start() (the
+//      agent does so, so that a peer connecting at once is already known);
 //   4. send(peer, msg) any number of times from any thread; messages to one peer arrive in send order;
 //   5. shutdown(): closes every connection and joins every thread the transport started. Idempotent.
 //
@@ -33,9 +34,9 @@ struct TransportOptions {
   std::string bind_host = "127.0.0.1";  // interface (address or host name) to listen on
   int bind_port = 0;                    // 0: any free port
   WireLimits limits;
-  int connect_retries = 20;                                  // attempts before a peer counts as unreachable
+  int connect_retries = 8;                                   // attempts before a peer counts as unreachable (~1 s)
   std::chrono::milliseconds connect_backoff{10};             // first pause, doubled per attempt
-  std::chrono::milliseconds connect_backoff_max{500};        // longest pause
+  std::chrono::milliseconds connect_backoff_max{250};        // longest pause
   int io_threads = 1;                                         // threads running the transport's I/O
 };
 

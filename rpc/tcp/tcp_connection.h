@@ -117,8 +117,10 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // The worker at the other end; -1 until an incoming connection's hello was accepted.
   int peer() const { return peer_.load(std::memory_order_acquire); }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
-  // "worker 2 'trainer1' (127.0.0.1:4321)", or the endpoint alone before the hello.
+  // "worker 2 'trainer1' (127.0.0.1:4321)", or the endpoint alone before the hello. On the strand only.
   std::string describe() const;
+  // "127.0.0.1:4321": the other end. Any thread.
+  const std::string& remote() const { return remote_; }
 
  private:
   enum class Phase { kConnecting, kAwaitHello, kAwaitAccept, kOpen };

@@ -62,7 +62,7 @@ WriteBatch::~WriteBatch() {
       conn->flush_deferred();
     } catch (const std::exception& e) {
       // Only an allocation failure can land here; the frames stay queued for the next write.
-      logging::get("braid.rpc")->error("tcp transport: flushing the replies to {} failed: {}", conn->describe(),
+      logging::get("braid.rpc")->error("tcp transport: flushing the replies to {} failed: {}", conn->remote(),
                                        e.what());
     }
   }

@@ -211,11 +211,17 @@ void TcpTransport::accept_from_loop() {
       });
       return;
     }
-    auto conn = std::make_shared<TcpConnection>(context(), std::move(socket));
-    if (register_connection(conn)) {
-      conn->start_incoming();
-    } else {
-      conn->close();
+    try {
+      auto conn = std::make_shared<TcpConnection>(context(), std::move(socket));
+      if (register_connection(conn)) {
+        conn->start_incoming();
+      } else {
+        conn->close();
+      }
+    } catch (const std::exception& e) {
+      // The socket closes with its scope; the listener must go on accepting whatever happened.
+      logging::get("braid.rpc")->error("tcp transport (worker {}): cannot set up an accepted connection: {}",
+                                       self_id_, e.what());
     }
     accept_from_loop();
   });

@@ -1,6 +1,7 @@
 // Hidden benchmark ("[.bench]", not run by CTest): round-trip latency of small messages, throughput with
-// 64 messages in flight, and 16 MiB tensor echo, between two TCP transports in this process.
-//   build-*/tests/rpc_tests "[.bench]"
+// 64 messages in flight, and 1 / 16 MiB tensor echo, between two TCP transports in this process; and, for
+// reference under the same machine load, the same round trip and echo over plain blocking sockets.
+//   build-*/tests/rpc_tests "[.bench]"              (or -c latency / -c window / -c echo / -c raw)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -78,6 +79,37 @@ void round_trips(const char* label, Node& client, Waiter& w, const std::function
               "iterations)\n", label, percentile(us, 0.5), percentile(us, 0.99), cpu_us, iters);
 }
 
+// Plain blocking sockets, one thread per side: what the kernel's loopback gives without any transport.
+void raw_echo(size_t bytes, int iters) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::thread server([&] {
+    asio::ip::tcp::socket s(io);
+    acceptor.accept(s);
+    s.set_option(asio::ip::tcp::no_delay(true));
+    std::vector<uint8_t> buf(bytes);
+    boost::system::error_code ec;
+    while (asio::read(s, asio::buffer(buf), ec) == bytes && !ec) asio::write(s, asio::buffer(buf), ec);
+  });
+  asio::ip::tcp::socket c(io);
+  c.connect(acceptor.local_endpoint());
+  c.set_option(asio::ip::tcp::no_delay(true));
+  std::vector<uint8_t> out(bytes, 1), in(bytes);
+  std::vector<double> us;
+  for (int i = 0; i < iters + iters / 10; ++i) {
+    const auto t0 = Clock::now();
+    asio::write(c, asio::buffer(out));
+    asio::read(c, asio::buffer(in));
+    if (i >= iters / 10) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  c.close();
+  server.join();
+  const double p50 = percentile(us, 0.5);
+  std::printf("raw blocking sockets, %zu-byte echo: p50 %.1f us, p99 %.1f us = %.2f GB/s one way\n", bytes, p50,
+              percentile(us, 0.99), static_cast<double>(bytes) / p50 / 1e3);
+}
+
 }  // namespace
 
 TEST_CASE("tcp transport benchmark", "[.bench][rpc][tcp]") {
@@ -93,6 +125,12 @@ TEST_CASE("tcp transport benchmark", "[.bench][rpc][tcp]") {
   });
   Node server(1, {}, echo());
   introduce({&client, &server});
+
+  SECTION("raw") {
+    raw_echo(64, 20000);
+    raw_echo(size_t{1} << 20, 200);
+    raw_echo(size_t{16} << 20, 40);
+  }
 
   SECTION("latency") {
     round_trips("empty message", client, w, [] { return make_message(1); }, 20000);

@@ -1,0 +1,322 @@
+// UcxTransport on the progress thread: endpoints (a data and a monitor endpoint per peer), sending
+// frames and resets, completions, and peer failures.
+#include <fmt/format.h>
+
+#include "base/logging.h"
+#include "rpc/ucx/ucx_transport_impl.h"
+
+namespace braid::rpc::ucx_detail {
+
+namespace {
+
+auto& log() { return *logging::get("braid.rpc"); }
+
+constexpr size_t kMaxResetReason = 1024;
+
+}  // namespace
+
+UcxTransport::Connection& UcxTransport::connection(int peer) {
+  auto& slot = connections_[peer];
+  if (!slot) {
+    slot = std::make_unique<Connection>();
+    slot->owner = this;
+    slot->peer = peer;
+  }
+  return *slot;
+}
+
+ucp_ep_h UcxTransport::create_endpoint(Connection& c, const std::vector<uint8_t>& address, bool monitor,
+                                       ucs_status_t* status) {
+  ucp_ep_params_t params{};
+  params.field_mask =
+      UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  params.err_mode = monitor ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  params.err_handler.cb = &UcxTransport::on_ep_error;
+  params.err_handler.arg = &c;
+  ucp_ep_h ep = nullptr;
+  *status = ucp_ep_create(worker_->get(), &params, &ep);
+  return *status == UCS_OK ? ep : nullptr;
+}
+
+bool UcxTransport::connect(Connection& c) {
+  std::vector<uint8_t> address;
+  {
+    std::shared_lock lock(peers_mu_);
+    const auto it = peers_.find(c.peer);
+    if (it != peers_.end()) address = it->second.address;
+  }
+  // A new stream id per connection: the receiver orders each one on its own and drops what is left of
+  // a stream it rejected.
+  c.stream = stream_base_ + ++streams_made_;
+  c.next_seq = 0;
+  c.failed = false;
+  ucs_status_t st = UCS_ERR_NO_ELEM;
+  if (!address.empty()) c.data = create_endpoint(c, address, false, &st);
+  if (c.data == nullptr) {
+    fail_peer(c.peer, fmt::format("cannot reach {}: creating an endpoint to its {} failed: {}", peer_label(c.peer),
+                                  describe_address(address), status_text(st)), Close::kForce);
+    return false;
+  }
+  if (monitors_) {
+    c.monitor = create_endpoint(c, address, true, &st);
+    if (c.monitor == nullptr) {
+      // This worker can make monitors (start() checked), so the peer's tcp listener refused: it is gone.
+      fail_peer(c.peer, fmt::format("cannot reach {}: creating a monitor endpoint to its {} failed: {}",
+                                    peer_label(c.peer), describe_address(address), status_text(st)), Close::kForce);
+      return false;
+    }
+  }
+  log().debug("ucx transport (worker {}): connected to {} (stream {:016x}, monitor {})", self_id_,
+              peer_label(c.peer), c.stream, c.monitor != nullptr ? "yes" : "no");
+  return true;
+}
+
+void UcxTransport::post(Outgoing&& out) {
+  Connection& c = connection(out.peer);
+  if (c.data == nullptr && !connect(c)) {
+    returned_buffers_.push_back(std::move(out.buffer));  // dropped: the failure was just reported
+    return;
+  }
+  auto op = std::make_unique<SendOp>();
+  op->owner = this;
+  op->peer = out.peer;
+  op->stream = c.stream;
+  op->msg = std::move(out.msg);
+  op->buffer = std::move(out.buffer);
+  Envelope env;
+  env.sender = self_id_;
+  env.prefix_bytes = static_cast<uint32_t>(op->buffer.size());
+  env.stream = c.stream;
+  env.seq = c.next_seq++;
+  const auto spans = payload_spans(op->msg);
+  const void* header = nullptr;
+  size_t header_length = 0;
+  const void* data = nullptr;
+  size_t count = 0;
+  ucp_datatype_t datatype = ucp_dt_make_contig(1);
+  if (kEnvelopeBytes + op->buffer.size() <= worker_->max_am_header()) {
+    // The usual case: the receiver learns the tensors from the header, before any payload byte moves.
+    env.flags = kPrefixInHeader;
+    op->buffer.insert(op->buffer.begin(), kEnvelopeBytes, 0);
+    encode_envelope(env, op->buffer.data());
+    header = op->buffer.data();
+    header_length = op->buffer.size();
+    if (spans.size() == 1) {
+      data = spans[0].data();
+      count = spans[0].size();
+    } else if (spans.size() > 1) {
+      for (const auto& s : spans) op->iov.push_back({const_cast<uint8_t*>(s.data()), s.size()});
+      data = op->iov.data();
+      count = op->iov.size();
+      datatype = ucp_dt_make_iov();
+    }
+  } else {
+    encode_envelope(env, op->envelope.data());
+    header = op->envelope.data();
+    header_length = kEnvelopeBytes;
+    op->iov.push_back({op->buffer.data(), op->buffer.size()});
+    for (const auto& s : spans) op->iov.push_back({const_cast<uint8_t*>(s.data()), s.size()});
+    data = op->iov.data();
+    count = op->iov.size();
+    datatype = ucp_dt_make_iov();
+  }
+  submit(c.data, kFrameAmId, std::move(op), header, header_length, data, count, datatype);
+}
+
+void UcxTransport::post_reset(int peer, uint64_t stream, const std::string& reason) {
+  Connection& c = connection(peer);
+  ucp_ep_h ep = c.data;
+  bool temporary = false;
+  if (ep == nullptr) {
+    // The sender may not be one this worker ever sent to: a short-lived endpoint carries the reset.
+    std::vector<uint8_t> address;
+    {
+      std::shared_lock lock(peers_mu_);
+      const auto it = peers_.find(peer);
+      if (it != peers_.end()) address = it->second.address;
+    }
+    ucs_status_t st = UCS_ERR_NO_ELEM;
+    if (!address.empty()) ep = create_endpoint(c, address, false, &st);
+    if (ep == nullptr) {
+      log().debug("ucx transport (worker {}): cannot tell {} that its stream was dropped: {}", self_id_,
+                  peer_label(peer), status_text(st));
+      return;
+    }
+    temporary = true;
+  }
+  auto op = std::make_unique<SendOp>();
+  op->owner = this;
+  op->peer = peer;
+  op->reset = true;
+  op->text = reason.substr(0, kMaxResetReason);
+  Envelope env;
+  env.sender = self_id_;
+  env.stream = stream;
+  encode_envelope(env, op->envelope.data());
+  const void* header = op->envelope.data();
+  const void* text = op->text.data();
+  const size_t length = op->text.size();
+  submit(ep, kResetAmId, std::move(op), header, kEnvelopeBytes, text, length, ucp_dt_make_contig(1));
+  if (temporary) close_endpoint(ep, Close::kFlush);
+}
+
+void UcxTransport::submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> op, const void* header,
+                          size_t header_length, const void* data, size_t count, ucp_datatype_t datatype) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                       UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.cb.send = &UcxTransport::on_send_done;
+  param.user_data = op.get();
+  param.datatype = datatype;
+  param.memory_type = UCS_MEMORY_TYPE_HOST;
+  void* request = ucp_am_send_nbx(ep, am_id, header, header_length, data, count, &param);
+  if (request == nullptr) {
+    finish(std::move(op));  // sent (or buffered by UCX) at once
+    return;
+  }
+  if (UCS_PTR_IS_ERR(request)) {
+    const int peer = op->peer;
+    const bool reset = op->reset;
+    finish(std::move(op));
+    const std::string reason = fmt::format("sending to {} failed: {}", peer_label(peer),
+                                           status_text(UCS_PTR_STATUS(request)));
+    if (reset) {
+      log().debug("ucx transport (worker {}): {}", self_id_, reason);
+    } else {
+      fail_peer(peer, reason, Close::kForce);
+    }
+    return;
+  }
+  op->request = request;
+  SendOp* raw = op.get();
+  in_flight_.emplace(raw, std::move(op));
+}
+
+void UcxTransport::on_send_done(void* request, ucs_status_t status, void* user_data) {
+  ucp_request_free(request);
+  auto* raw = static_cast<SendOp*>(user_data);
+  UcxTransport* self = raw->owner;
+  const auto it = self->in_flight_.find(raw);
+  if (it == self->in_flight_.end()) return;  // not expected: every pending op is registered
+  std::unique_ptr<SendOp> op = std::move(it->second);
+  self->in_flight_.erase(it);
+  // CANCELED: this worker closed the endpoint (a failure already reported, or shutdown).
+  if (status != UCS_OK && status != UCS_ERR_CANCELED && !op->reset && !self->tearing_down_) {
+    self->ep_errors_.push_back({op->peer, op->stream,
+                                fmt::format("sending to {} failed: {}", self->peer_label(op->peer),
+                                            status_text(status))});
+  }
+  self->finish(std::move(op));
+}
+
+void UcxTransport::finish(std::unique_ptr<SendOp> op) {
+  if (!op->reset) returned_buffers_.push_back(std::move(op->buffer));
+  // `op` and its message (and so the tensors) are released here.
+}
+
+void UcxTransport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* c = static_cast<Connection*>(arg);
+  UcxTransport* self = c->owner;
+  // Endpoints this worker already let go of (a temporary reset endpoint, a closed generation) do not count.
+  if (ep != c->data && ep != c->monitor) return;
+  if (self->tearing_down_) return;
+  self->ep_errors_.push_back({c->peer, c->stream,
+                              fmt::format("the connection to {} failed: {}", self->peer_label(c->peer),
+                                          status_text(status))});
+}
+
+void UcxTransport::fail_peer(int peer, const std::string& reason, Close how) {
+  if (tearing_down_) return;
+  Connection& c = connection(peer);
+  if (c.failed) {
+    log().debug("ucx transport (worker {}): already reported {}; also: {}", self_id_, peer_label(peer), reason);
+    return;
+  }
+  c.failed = true;
+  if (ucp_ep_h ep = std::exchange(c.data, nullptr)) close_endpoint(ep, how);
+  if (ucp_ep_h ep = std::exchange(c.monitor, nullptr)) close_endpoint(ep, how);
+  log().warn("ucx transport (worker {}): peer failure: {}", self_id_, reason);
+  if (!handlers_.on_peer_failure) return;
+  try {
+    handlers_.on_peer_failure(peer, reason);
+  } catch (const std::exception& e) {
+    log().error("ucx transport (worker {}): the peer-failure handler threw for {}: {}", self_id_, peer_label(peer),
+                e.what());
+  }
+}
+
+void UcxTransport::close_endpoint(ucp_ep_h ep, Close how) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &UcxTransport::on_close_done;
+  param.user_data = this;
+  if (how == Close::kForce) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  }
+  void* request = ucp_ep_close_nbx(ep, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return;  // closed (an error still releases it)
+  closing_.insert(request);
+}
+
+void UcxTransport::on_close_done(void* request, ucs_status_t /*status*/, void* user_data) {
+  static_cast<UcxTransport*>(user_data)->closing_.erase(request);
+  ucp_request_free(request);
+}
+
+bool UcxTransport::probe_monitor_support() {
+  Connection probe;
+  probe.owner = this;
+  probe.peer = -1;
+  ucs_status_t st = UCS_OK;
+  ucp_ep_h ep = create_endpoint(probe, address_, true, &st);
+  if (ep == nullptr) {
+    log().warn("ucx transport (worker {}): UCX offers no transport that reports a peer failure ({}); the failure of "
+               "a peer will not be noticed. Keep tcp in UCX_TLS for it.", self_id_, status_text(st));
+    return false;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  void* request = ucp_ep_close_nbx(ep, &param);
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) {
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_->get());
+    ucp_request_free(request);
+  }
+  return true;
+}
+
+void UcxTransport::release_requests() {
+  for (auto& [raw, op] : in_flight_) {
+    ucp_request_free(op->request);  // no callback will run for it any more
+    op->request = nullptr;
+  }
+  for (void* request : closing_) ucp_request_free(request);
+  closing_.clear();
+  if (receiver_) receiver_->release_requests();
+}
+
+void UcxTransport::close_all_endpoints() {
+  for (auto& [peer, c] : connections_) {
+    if (ucp_ep_h ep = std::exchange(c->data, nullptr)) close_endpoint(ep, Close::kFlush);
+    if (ucp_ep_h ep = std::exchange(c->monitor, nullptr)) close_endpoint(ep, Close::kFlush);
+  }
+}
+
+ucs_status_t UcxTransport::on_reset(const void* header, size_t header_length, void* data, size_t length,
+                                    const ucp_am_recv_param_t* param) {
+  try {
+    const Envelope env = decode_envelope({static_cast<const uint8_t*>(header), header_length});
+    std::string reason = "(no reason given)";
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0 && length > 0) {
+      reason.assign(static_cast<const char*>(data), std::min(length, kMaxResetReason));
+    }
+    resets_.push_back({env.sender, env.stream, std::move(reason)});
+  } catch (const std::exception& e) {
+    log().error("ucx transport (worker {}): dropped a malformed reset message: {}", self_id_, e.what());
+  }
+  return UCS_OK;
+}
+
+}  // namespace braid::rpc::ucx_detail

@@ -1,0 +1,71 @@
+// RAII owners of the UCX objects the transport uses (private to rpc/ucx/): one ucp_context and one
+// ucp_worker, plus the small helpers every file of the transport needs (status text, request checks).
+//
+// Thread affinity: the worker runs in UCS_THREAD_MODE_SINGLE, so after construction exactly one thread
+// at a time may call into it — the transport's progress thread between start() and the end of its
+// loop, the owning thread before and after. The handover is ordered by the thread's creation and join.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace braid::rpc::ucx_detail {
+
+// "Endpoint timeout (UCS_ERR_ENDPOINT_TIMEOUT)".
+std::string status_text(ucs_status_t status);
+
+// The ucp context: features AM (messages) and WAKEUP (the progress thread sleeps on the worker's event
+// fd). Configuration comes from the UCX_* environment, with the defaults below for what the user left
+// unset (docs in ucx_transport.h):
+//   UCX_KEEPALIVE_INTERVAL=5s  a silent peer host is noticed in seconds rather than UCX's default 20 s
+class UcxContext {
+ public:
+  UcxContext();
+  ~UcxContext();
+  UcxContext(const UcxContext&) = delete;
+  UcxContext& operator=(const UcxContext&) = delete;
+
+  ucp_context_h get() const { return context_; }
+
+ private:
+  ucp_context_h context_ = nullptr;
+};
+
+class UcxWorker {
+ public:
+  explicit UcxWorker(const UcxContext& context);
+  ~UcxWorker() { destroy(); }
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_worker_h get() const { return worker_; }
+  // What a peer passes to ucp_ep_create (ucp_worker_get_address), copied.
+  const std::vector<uint8_t>& address() const { return address_; }
+  // The largest user header ucp_am_send_nbx accepts on this worker.
+  size_t max_am_header() const { return max_am_header_; }
+  // Becomes readable when the worker has events after arm() returned true (ucp_worker_get_efd).
+  int event_fd() const { return event_fd_; }
+
+  // Progresses until UCX reports no more work (bounded, so that a flood cannot starve the caller's loop);
+  // returns whether anything happened.
+  bool progress();
+  enum class Armed { kYes, kBusy, kFailed };
+  // Arms the event fd for the next event. kBusy: events are already pending (progress again instead of
+  // sleeping); kFailed: the fd cannot be armed (logged), so the caller must not sleep on it for long.
+  Armed arm();
+  // Destroys the worker (its endpoints and pending requests go with it, their callbacks may run here).
+  void destroy();
+
+ private:
+  ucp_worker_h worker_ = nullptr;
+  std::vector<uint8_t> address_;
+  size_t max_am_header_ = 0;
+  int event_fd_ = -1;
+  bool arm_failed_ = false;
+};
+
+}  // namespace braid::rpc::ucx_detail

@@ -1,0 +1,111 @@
+// The receiving half of the UCX transport (private to rpc/ucx/): turns frame active messages into
+// validated Messages and hands them over in each sender's send order. Used only on the progress thread.
+//
+// Order. Every message carries (sender, stream, seq) in its envelope (ucx_envelope.h). A stream is one
+// connection of one sender; its messages are delivered strictly by seq. UCX calls the AM handler of one
+// endpoint in send order, but a rendezvous message is complete only when its data has been fetched, so a
+// small eager message that follows a large one would overtake it; such messages wait in the stream's
+// reorder map until everything before them is complete. The map is bounded (kMaxReorder entries).
+//
+// Data. Eager data is copied into the tensors that decode_body() allocated. Rendezvous data is fetched
+// with ucp_am_recv_data_nbx straight into the tensors' storage (one IOV entry per tensor), or into a
+// staging buffer when the frame prefix travels in the data (ucx_envelope.h).
+//
+// Errors. A malformed envelope or frame, a sequence number out of place or a failed fetch kills the
+// stream (later messages on it are dropped) and is reported as a Rejection for the transport to log
+// and act on; nothing is thrown out of a UCX callback. A message whose envelope cannot be read at all
+// has no trustworthy sender: it is logged and dropped.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rpc/message.h"
+#include "rpc/ucx/ucx_envelope.h"
+#include "rpc/wire.h"
+
+namespace braid::rpc::ucx_detail {
+
+struct Delivery {
+  int from = -1;
+  Message msg;
+};
+
+struct Rejection {
+  int peer = -1;
+  uint64_t stream = 0;
+  std::string reason;
+  bool malformed = false;  // the peer sent something invalid (as opposed to a transfer that failed)
+};
+
+class UcxReceiver {
+ public:
+  static constexpr size_t kMaxReorder = 1u << 16;
+
+  UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id);
+  ~UcxReceiver();
+  UcxReceiver(const UcxReceiver&) = delete;
+  UcxReceiver& operator=(const UcxReceiver&) = delete;
+
+  // Registers the frame AM handler on the worker.
+  void install();
+  // The AM handler body (`param` as UCX passes it).
+  ucs_status_t on_frame(const void* header, size_t header_length, void* data, size_t length,
+                        const ucp_am_recv_param_t* param);
+
+  // What arrived since the last call (moved out).
+  std::vector<Delivery> take_deliveries();
+  std::vector<Rejection> take_rejections();
+  bool has_events() const { return !deliveries_.empty() || !rejections_.empty(); }
+  size_t fetches_in_flight() const { return fetches_in_flight_; }
+
+  // Shutdown: nothing is delivered or rejected any more; fetches still in flight complete into the void.
+  void close();
+  // Teardown, after close(): hands the fetches still in flight back to UCX (no callback will run for
+  // them), so that the worker can be destroyed.
+  void release_requests();
+
+ private:
+  struct Incoming;
+  struct Stream {
+    int sender = -1;
+    uint64_t next_seq = 0;
+    bool dead = false;
+    std::map<uint64_t, std::unique_ptr<Incoming>> pending;  // seq -> not yet deliverable
+  };
+  using StreamKey = std::pair<int, uint64_t>;  // (sender, stream)
+
+  enum class Fetch { kFailed, kPending, kDone };
+
+  static void fetch_done(void* request, ucs_status_t status, size_t length, void* user_data);
+  void on_fetched(Incoming* in, ucs_status_t status);
+  // After the data arrived: parses a staged frame, marks `in` complete; false if it was rejected.
+  bool finish_fetch(const StreamKey& key, Stream& stream, Incoming& in);
+
+  // Parses header + table + meta into in.msg, checking the payload length the AM carries.
+  void parse_prefix(Incoming& in, std::span<const uint8_t> prefix, size_t payload_length) const;
+  // Parses a prefix + payload laid out back to back (eager data, or a staging buffer).
+  void parse_whole(Incoming& in, std::span<const uint8_t> bytes) const;
+  // Starts the rendezvous fetch into in.msg's tensors or in.staging.
+  Fetch start_fetch(Incoming& in, void* descriptor);
+  void deliver_ready(Stream& stream);
+  void kill(Stream& stream);
+  void reject(const StreamKey& key, Stream& stream, std::string reason, bool malformed);
+
+  ucp_worker_h worker_;
+  WireLimits limits_;
+  int self_id_;
+  bool closed_ = false;
+  size_t fetches_in_flight_ = 0;
+  std::map<StreamKey, Stream> streams_;  // dead streams stay, so that their leftovers are recognised
+  std::vector<Delivery> deliveries_;
+  std::vector<Rejection> rejections_;
+};
+
+}  // namespace braid::rpc::ucx_detail

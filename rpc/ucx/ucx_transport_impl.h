@@ -1,0 +1,172 @@
+// UcxTransport, the class behind make_ucx_transport (private to rpc/ucx/; ucx_transport.h has the
+// design). ucx_transport.cc holds the life cycle, the public calls and the progress loop;
+// ucx_connections.cc the endpoints, sends and failures.
+//
+// Threads: the public calls run on any thread and only touch the members under "shared" below (locks
+// and atomics). Everything under "progress thread" is touched by the progress thread alone between
+// start() and the end of its loop — every UCX call included — and by the owner before start() / after
+// the join.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "rpc/transport.h"
+#include "rpc/ucx/ucx_context.h"
+#include "rpc/ucx/ucx_envelope.h"
+#include "rpc/ucx/ucx_receiver.h"
+
+namespace braid::rpc::ucx_detail {
+
+class UcxTransport final : public Transport {
+ public:
+  // How long the progress thread polls after its last event before it sleeps on the event fds.
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+  // How long shutdown() lets endpoints flush before the worker is destroyed with them.
+  static constexpr std::chrono::milliseconds kCloseTimeout{1000};
+
+  explicit UcxTransport(const TransportOptions& options);
+  ~UcxTransport() override;
+
+  std::string name() const override { return "ucx"; }
+  std::vector<uint8_t> local_address() const override { return address_; }
+  std::string describe_address(const std::vector<uint8_t>& address) const override;
+  void start(int self_id, TransportHandlers handlers) override;
+  void add_peers(const std::vector<PeerInfo>& peers) override;
+  void send(int peer, Message msg) override;
+  void shutdown() override;
+
+ private:
+  // A message handed over by send(): its frame prefix is already encoded (by the caller).
+  struct Outgoing {
+    int peer = -1;
+    Message msg;
+    std::vector<uint8_t> buffer;  // frame prefix; the envelope is put in front on the progress thread
+  };
+  struct PeerEntry {
+    std::string name;
+    std::vector<uint8_t> address;
+  };
+  // This worker's endpoints to one peer. A connection is a pair of endpoints: `data` carries the frames
+  // with no error handling, so that UCX may pick shared memory (posix/sysv/cma, which cannot report a
+  // peer failure in UCX 1.13); `monitor` carries nothing and exists only for its peer-failure handling
+  // (err mode PEER selects tcp or another transport that notices a peer's death).
+  struct Connection {
+    UcxTransport* owner = nullptr;
+    int peer = -1;
+    ucp_ep_h data = nullptr;
+    ucp_ep_h monitor = nullptr;
+    uint64_t stream = 0;    // id of this connection in the envelopes
+    uint64_t next_seq = 0;
+    bool failed = false;    // failure reported; cleared by the next connect
+  };
+  // One ucp_am_send_nbx in flight: owns what UCX reads until the send completes.
+  struct SendOp {
+    UcxTransport* owner = nullptr;
+    int peer = -1;
+    uint64_t stream = 0;
+    bool reset = false;  // a reset, not a frame: its failure is not the peer's
+    Message msg;
+    std::vector<uint8_t> buffer;                 // envelope + prefix (header), or the prefix (data)
+    std::array<uint8_t, kEnvelopeBytes> envelope{};  // the header when the prefix goes in the data
+    std::vector<ucp_dt_iov_t> iov;
+    std::string text;                            // a reset's reason
+    void* request = nullptr;                     // while UCX holds the op
+  };
+  struct EpError {
+    int peer = -1;
+    uint64_t stream = 0;
+    std::string reason;
+  };
+  enum class Close { kFlush, kForce };
+
+  std::string peer_label(int peer) const;
+  bool on_progress_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  void wake();
+
+  // Progress thread: ucx_transport.cc.
+  void run();
+  bool drain_queue();
+  bool handle_events();
+  void deliver(int from, Message msg);
+  void sleep();
+  void teardown();
+
+  // Progress thread: ucx_connections.cc.
+  Connection& connection(int peer);
+  bool connect(Connection& c);
+  ucp_ep_h create_endpoint(Connection& c, const std::vector<uint8_t>& address, bool monitor, ucs_status_t* status);
+  void post(Outgoing&& out);
+  void post_reset(int peer, uint64_t stream, const std::string& reason);
+  void submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> op, const void* header, size_t header_length,
+              const void* data, size_t count, ucp_datatype_t datatype);
+  void finish(std::unique_ptr<SendOp> op);
+  void fail_peer(int peer, const std::string& reason, Close how);
+  void close_endpoint(ucp_ep_h ep, Close how);
+  void close_all_endpoints();
+  // Whether this worker can make endpoints that report a peer failure (an endpoint with error mode PEER
+  // to itself can be created); checked once by start().
+  bool probe_monitor_support();
+  // Teardown: hands every request still pending back to UCX, so the worker can be destroyed under them.
+  void release_requests();
+  ucs_status_t on_reset(const void* header, size_t header_length, void* data, size_t length,
+                        const ucp_am_recv_param_t* param);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_close_done(void* request, ucs_status_t status, void* user_data);
+
+  const TransportOptions options_;
+
+  // Shared.
+  mutable std::shared_mutex peers_mu_;
+  std::unordered_map<int, PeerEntry> peers_;
+  std::mutex queue_mu_;
+  std::vector<Outgoing> queue_;
+  std::vector<std::vector<uint8_t>> buffer_pool_;  // prefix buffers whose capacity is reused
+  bool stopping_ = false;                           // under queue_mu_: send() refuses from now on
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  int wake_fd_ = -1;
+  std::mutex life_mu_;  // start() / shutdown()
+  bool shut_down_ = false;
+  std::thread thread_;
+  int self_id_ = -1;  // written by start() before started_ is published
+  TransportHandlers handlers_;
+  std::vector<uint8_t> address_;
+
+  // Progress thread.
+  std::unique_ptr<UcxContext> context_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::unique_ptr<UcxReceiver> receiver_;
+  std::vector<Outgoing> batch_;  // the queue's contents being posted (its capacity is reused)
+  std::unordered_map<int, std::unique_ptr<Connection>> connections_;
+  std::unordered_map<SendOp*, std::unique_ptr<SendOp>> in_flight_;
+  std::vector<std::vector<uint8_t>> returned_buffers_;
+  std::vector<EpError> ep_errors_;
+  struct ResetNotice {
+    int peer = -1;
+    uint64_t stream = 0;
+    std::string reason;
+  };
+  std::vector<ResetNotice> resets_;
+  std::unordered_set<void*> closing_;  // endpoint closes in flight
+  uint64_t stream_base_ = 0;
+  uint64_t streams_made_ = 0;
+  bool monitors_ = false;  // probe_monitor_support()
+  bool tearing_down_ = false;
+};
+
+}  // namespace braid::rpc::ucx_detail
