@@ -116,7 +116,8 @@ for op, size, target, key, bound, at_most in ROWS:
         p50, p99 = median(rows, "p50_us"), median(rows, "p99_us")
         fmt1 = lambda v: "-" if v is None else f"{v:.1f}"
         line += f" | {fmt1(p50):>14} {fmt1(p99):>8}"
-        line += f" {throughput(op, size, rows)[1]:>9}"
+        # A row that failed in some runs is the median of the others: "(2)" says of how many.
+        line += f" {throughput(op, size, rows)[1] + ('' if len(rows) == runs else f' ({len(rows)})'):>9}"
     for c in configs:
         if c == "torch" or "torch" not in data:
             continue
@@ -136,6 +137,7 @@ for op, size, target, key, bound, at_most in ROWS:
                 verdicts.append(f"{c}: {'met' if (v <= bound if at_most else v >= bound) else 'MISSED'}")
         target += " (" + ", ".join(verdicts) + ")"
     print(line + f" | {target}")
+print("((n) after a throughput: the row failed in the other runs and the medians are of n runs)")
 print("(vs torch: how many times faster braid is — PyTorch's p50 / braid's p50 for latency rows, braid's "
       "throughput / PyTorch's for echo >= 1 MiB and async)")
 PY
