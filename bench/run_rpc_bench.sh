@@ -72,6 +72,9 @@ for path in sorted(out.glob("*.txt")):
             if kv.get("failed") == "1":
                 print(f"note: {path.name}: the {kv['op']} row of {kv['bytes']} bytes failed (left out of the medians)")
                 continue
+            if "failed_calls" in kv:
+                print(f"note: {path.name}: {kv['failed_calls']} calls of the {kv['op']} row of {kv['bytes']} bytes "
+                      "failed (its numbers are of the others)")
             data[config][(kv["op"], int(kv["bytes"]))].append(kv)
 
 def median(rows, key):

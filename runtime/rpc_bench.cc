@@ -55,25 +55,44 @@ int64_t count_wrong(const Tensor& sent, const rpc::Value& got) {
 }
 
 // A latency row: `warmup` untimed calls, then `iters` calls each timed alone; `after` runs after each
-// call, outside the timing.
+// call, outside the timing. A call answered with a RemoteError counts in failed_calls and the row goes on
+// (the callee is alive and answering); any other error ends the row, as does a row without one success.
 template <class Call, class After>
 RpcBenchRow time_each(std::string op, int64_t bytes, int warmup, int iters, Call&& call, After&& after) {
-  for (int i = 0; i < warmup; ++i) {
-    call();
-    after();
-  }
-  std::vector<double> samples(static_cast<size_t>(iters));
-  for (auto& s : samples) {
-    const auto t0 = BenchClock::now();
-    call();
-    s = micros_since(t0);
-    after();
-  }
-  const LatencySummary sum = summarize_latencies(std::move(samples));
   RpcBenchRow row;
   row.op = std::move(op);
   row.bytes = bytes;
-  row.calls = iters;
+  const auto failed = [&](const RemoteError& e) {
+    if (row.failed_calls++ == 0) row.error = e.what();
+    after();
+  };
+  for (int i = 0; i < warmup; ++i) {
+    try {
+      call();
+      after();
+    } catch (const RemoteError& e) {
+      failed(e);
+    }
+  }
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = BenchClock::now();
+    try {
+      call();
+    } catch (const RemoteError& e) {
+      failed(e);
+      continue;
+    }
+    samples.push_back(micros_since(t0));
+    after();
+  }
+  BRAID_CHECK_TYPED(Error, !samples.empty(), "all {} calls failed; the first: {}", warmup + iters, row.error);
+  row.calls = static_cast<int64_t>(samples.size());
+  if (row.failed_calls > 0) {
+    row.error = fmt::format("{} of {} calls failed; the first: {}", row.failed_calls, warmup + iters, row.error);
+  }
+  const LatencySummary sum = summarize_latencies(std::move(samples));
   row.has_latency = true;
   row.min_us = sum.min_us;
   row.p50_us = sum.p50_us;
@@ -308,11 +327,12 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
   }
   rpc::shutdown(true);
   emit(format_rpc_bench_footer(report) + format_rpc_bench_results(report));
-  const auto failed = std::find_if(report.rows.begin(), report.rows.end(), [](const auto& r) { return !r.error.empty(); });
-  if (failed != report.rows.end()) {
-    const auto n = std::count_if(report.rows.begin(), report.rows.end(), [](const auto& r) { return !r.error.empty(); });
-    BRAID_THROW(Error, "bench rpc over {}: {} of {} rows failed; the first, {} of {} bytes: {}", o.transport, n,
-                report.rows.size(), failed->op, failed->bytes, failed->error);
+  const auto bad = [](const RpcBenchRow& r) { return !r.error.empty(); };
+  const auto first = std::find_if(report.rows.begin(), report.rows.end(), bad);
+  if (first != report.rows.end()) {
+    BRAID_THROW(Error, "bench rpc over {}: {} of {} rows failed or had failed calls; the first, {} of {} bytes: {}",
+                o.transport, std::count_if(report.rows.begin(), report.rows.end(), bad), report.rows.size(), first->op,
+                first->bytes, first->error);
   }
   return report;
 }

@@ -14,7 +14,8 @@
 //   async           `async_calls` empty rpc_async calls with `in_flight` outstanding: a new call is issued
 //                   each time the oldest completes; calls/s = calls / elapsed time.
 // Latency rows time each call alone after `warmup` untimed calls (echo rows of 1 MiB and more: `echo_iters`
-// calls after at most 5 warm-up calls) and report min/p50/p99/max/mean (nearest-rank percentiles). Every
+// calls after at most 5 warm-up calls) and report min/p50/p99/max/mean (nearest-rank percentiles) of the
+// calls that succeeded; a call answered with a remote error is counted as failed and left out. Every
 // tensor is made once and reused. Each echo size and the remote value are checked once, outside the
 // timing (an echo that comes back different fails its row).
 //
@@ -56,13 +57,17 @@ struct RpcBenchOptions {
 struct RpcBenchRow {
   std::string op;     // "empty", "echo", "remote_to_here", "async"
   int64_t bytes = 0;  // tensor payload of the call (0: none)
-  int64_t calls = 0;  // timed calls
+  int64_t calls = 0;  // timed calls that succeeded (the statistics are over these)
   bool has_latency = false;  // per-call round trips were timed (not for async)
   double min_us = 0, p50_us = 0, p99_us = 0, max_us = 0;
   double mean_us = 0;       // mean round trip; async: elapsed time / calls
   double calls_per_s = 0;   // 1e6 / mean_us
   double payload_gbs = 0;   // echo: bytes / mean round trip (one way); else 0
-  std::string error;        // why the row failed (its numbers are then unset); empty when it ran
+  // Calls of a latency row (warm-up or timed) that came back with a RemoteError: the callee answered, so
+  // the row went on without them. Any other error ends the row (calls is then 0 and the numbers unset).
+  int64_t failed_calls = 0;
+  std::string error;  // the first error of the row; empty when every call succeeded
+  bool ran() const { return calls > 0; }
 };
 
 struct RpcBenchReport {
@@ -94,13 +99,13 @@ void register_rpc_bench_functions(rpc::Registry& registry);
 
 // The caller's side: every measurement from `agent` to `callee` (whose registry has the bench functions),
 // each row passed to `on_row` (when given) as soon as it is measured. A row that fails (a call's error, an
-// echo that comes back different) records the error in row.error and the next rows still run. Throws
-// InvalidArgument on bad options.
+// echo that comes back different) or has failed calls records its first error in row.error, and the next
+// rows still run. Throws InvalidArgument on bad options.
 RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo& callee, const RpcBenchOptions& o,
                                     const std::function<void(const RpcBenchReport&, const RpcBenchRow&)>& on_row = {});
 
-// The table: a header, one line per row (with its target, or FAILED and the error), and a count of the
-// targets met (a failed row misses its target). format_rpc_bench_table is the three parts together.
+// The table: a header, one line per row (with its target, or FAILED and the first error), and a count of
+// the targets met (a row with an error misses its target). format_rpc_bench_table is the three parts.
 std::string format_rpc_bench_header();
 std::string format_rpc_bench_row(const RpcBenchReport& report, const RpcBenchRow& row);
 std::string format_rpc_bench_footer(const RpcBenchReport& report);
@@ -108,12 +113,14 @@ std::string format_rpc_bench_table(const RpcBenchReport& report);
 // One machine-readable line per row:
 //   RESULT rpc transport=tcp op=empty bytes=0 calls=2000 min_us=.. p50_us=.. p99_us=.. max_us=.. mean_us=..
 //          calls_per_s=.. [payload_gbs=..] [in_flight=64] threads=8 [target=p50_us<=60 met=1]
-// and for a failed row: RESULT rpc transport=tcp op=.. bytes=.. failed=1
+// with failed_calls=N added when some calls failed, and for a row that did not run:
+//   RESULT rpc transport=tcp op=.. bytes=.. failed=1
 std::string format_rpc_bench_results(const RpcBenchReport& report);
 
 // The whole benchmark on this process (2 processes, see above). Rank 0 passes the preamble, the table
 // (row by row) and the RESULT lines to `emit`; rank 1 emits nothing. Returns the report (empty rows on
-// rank 1). After both workers have shut down, a failed row on rank 0 is thrown as braid::Error naming it.
+// rank 1). After both workers have shut down, a row with an error on rank 0 is thrown as braid::Error
+// naming it.
 RpcBenchReport run_rpc_bench(const RpcBenchOptions& options, const std::function<void(const std::string&)>& emit);
 
 }  // namespace braid::runtime

@@ -71,14 +71,18 @@ std::string format_rpc_bench_header() {
 }
 
 std::string format_rpc_bench_row(const RpcBenchReport& report, const RpcBenchRow& row) {
-  if (!row.error.empty()) {
+  if (!row.ran()) {
     return fmt::format("  {:<20} {:>6} FAILED: {}\n", op_text(report, row), size_text(row.bytes), row.error);
   }
   const auto lat = [&](double v) { return row.has_latency ? fmt::format("{:.1f}", v) : std::string("-"); };
   const std::string throughput = reports_bandwidth(row) ? fmt::format("{:.3f} GB/s", row.payload_gbs)
                                                         : fmt::format("{:.0f} calls/s", row.calls_per_s);
   std::string target;
-  if (const auto t = rpc_bench_target(row)) target = fmt::format("  {}: {}", t->text, t->met ? "met" : "MISSED");
+  if (!row.error.empty()) {
+    target = "  FAILED: " + row.error;  // some calls failed: the numbers are of the others
+  } else if (const auto t = rpc_bench_target(row)) {
+    target = fmt::format("  {}: {}", t->text, t->met ? "met" : "MISSED");
+  }
   return fmt::format("  {:<20} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8.1f} {:>16}{}\n", op_text(report, row),
                      size_text(row.bytes), row.calls, lat(row.min_us), lat(row.p50_us), lat(row.p99_us),
                      lat(row.max_us), row.mean_us, throughput, target);
@@ -105,7 +109,7 @@ std::string format_rpc_bench_results(const RpcBenchReport& report) {
   std::string out;
   for (const auto& row : report.rows) {
     out += fmt::format("RESULT rpc transport={} op={} bytes={}", report.transport, row.op, row.bytes);
-    if (!row.error.empty()) {
+    if (!row.ran()) {
       out += " failed=1\n";
       continue;
     }
@@ -118,6 +122,7 @@ std::string format_rpc_bench_results(const RpcBenchReport& report) {
     if (row.op == "echo") out += fmt::format(" payload_gbs={:.4f}", row.payload_gbs);
     if (row.op == "async") out += fmt::format(" in_flight={}", report.in_flight);
     out += fmt::format(" threads={}", report.threads);
+    if (row.failed_calls > 0) out += fmt::format(" failed_calls={}", row.failed_calls);
     if (const auto t = rpc_bench_target(row)) out += fmt::format(" target={} met={}", t->key, t->met ? 1 : 0);
     out += "\n";
   }

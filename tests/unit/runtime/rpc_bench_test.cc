@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <sstream>
 
@@ -150,6 +151,8 @@ TEST_CASE("the caller's measurements run end to end between two agents", "[runti
   for (size_t i = 0; i < expected.size(); ++i) {
     const auto& r = report.rows[i];
     INFO("row " << i << ": " << r.op << " " << r.bytes);
+    CHECK(r.error == "");  // shows the error, e.g. a remote + to_here that the owner did not recognise
+    CHECK(r.failed_calls == 0);
     CHECK(r.op == expected[i].first);
     CHECK(r.bytes == expected[i].second);
     CHECK(r.mean_us > 0);
@@ -199,8 +202,7 @@ TEST_CASE("an echo that comes back different fails its rows, and the other rows 
                             Catch::Contains("worker1") && Catch::Contains("wrong"));
     CHECK(r.calls == 0);
   }
-  CHECK(report.rows[4].error.empty());
-  CHECK(report.rows[5].error.empty());
+  CHECK(report.rows[5].error.empty());  // (row 4, remote + to_here, is checked by the end-to-end case)
 
   const std::string table = format_rpc_bench_table(report);
   CHECK_THAT(table, Catch::Contains("16 MiB FAILED: bench rpc: the echo of a 16777216-byte tensor"));
@@ -211,6 +213,36 @@ TEST_CASE("an echo that comes back different fails its rows, and the other rows 
   CHECK(results[4].count("failed") == 0);
   // A failed row misses its target: the 16 MiB echo's is one of the four.
   CHECK_THAT(table, !Catch::Contains("targets met: 4 of 4"));
+}
+
+TEST_CASE("calls answered with a remote error are counted and left out of the statistics", "[runtime][bench_rpc]") {
+  rpc::Registry registry;
+  std::atomic<int> n{0};
+  registry.add_function("bench.noop", [&n](const rpc::Args&) -> rpc::Value {
+    if (++n % 4 == 0) throw std::runtime_error("every fourth call fails");
+    return rpc::Value();
+  });
+  register_rpc_bench_functions(registry);
+  AgentJob job(2, registry);
+  const RpcBenchOptions o = tiny_options();  // 3 warm-up + 20 timed empty calls, after one checked call
+  const RpcBenchReport report = run_rpc_bench_caller(job[0], job[0].worker("worker1"), o);
+  REQUIRE(report.rows.size() == 6);
+  const RpcBenchRow& empty_row = report.rows[0];
+  // Calls 4, 8, ..., 24 fail: the checked first call succeeds, then 6 of the 23 others fail.
+  CHECK(empty_row.ran());
+  CHECK(empty_row.failed_calls == 6);
+  CHECK(empty_row.calls == 15);  // call 4 of the warm-up and 5 of the 20 timed calls failed
+  CHECK_THAT(empty_row.error, Catch::Contains("6 of 23 calls failed") && Catch::Contains("every fourth call fails") &&
+                                  Catch::Contains("worker1"));
+  CHECK(empty_row.p50_us > 0);
+  CHECK_THAT(format_rpc_bench_table(report), Catch::Contains("FAILED: 6 of 23 calls failed"));
+  const auto results = parse_results(format_rpc_bench_results(report));
+  CHECK(results[0].at("failed_calls") == "6");
+  CHECK(results[0].count("p50_us") == 1);
+  // The async row has no per-call recovery: its failed call ends it.
+  CHECK_FALSE(report.rows[5].ran());
+  CHECK_THAT(report.rows[5].error, Catch::Contains("every fourth call fails"));
+  CHECK(results[5].at("failed") == "1");
 }
 
 TEST_CASE("bad options are rejected before any call", "[runtime][bench_rpc]") {
