@@ -225,6 +225,18 @@ void RpcAgent::on_message(int peer, Message msg) {
       return;
     default: break;
   }
+  if (msg.type == MessageType::kRemoteCall) {
+    // Count the creator's fork here, in arrival order: a method call or to_here the creator sends right
+    // after remote() may reach a pool thread before this call does, and must find the (pending) value.
+    try {
+      MetaReader r(msg.meta);
+      const RRefId id = r.id("new rref id");
+      rrefs_->add_fork(id, r.id("creator fork id"));
+    } catch (const std::exception& e) {
+      reply_error(peer, msg.id, e.what());
+      return;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_ == State::kClosing || state_ == State::kStopped) return;

@@ -67,6 +67,8 @@ class RpcAgent {
   Millis default_timeout() const { return options_.rpc_timeout; }
   Registry& registry() const { return registry_; }
   const std::string& transport_name() const;
+  // Worker `id`'s transport address as published at join ("127.0.0.1:41234" for tcp).
+  const std::vector<uint8_t>& address_of(int id) const { return addresses_.at(static_cast<size_t>(id)); }
 
   // Runs function `fn` on `to`.
   Future<Value> call_async(const WorkerInfo& to, const std::string& fn, const Args& args,

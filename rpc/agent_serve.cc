@@ -70,9 +70,8 @@ void RpcAgent::serve_call(int peer, Message& msg, bool keep_as_rref) {
   std::shared_ptr<OwnerValue> kept;
   if (keep_as_rref) {
     const RRefId id = r.id("new rref id");
-    const ForkId fork = r.id("creator fork id");
+    (void)r.id("creator fork id");  // counted by on_message, in arrival order
     kept = rrefs_->owner_entry(id);
-    rrefs_->add_fork(id, fork);
   }
   const uint8_t kind = r.u8("call target kind");
   BRAID_CHECK_TYPED(WireError, kind == kTargetFunction || kind == kTargetMethod, "rpc meta: unknown call target {}",

@@ -58,12 +58,12 @@ void RpcAgent::store_barrier(const std::string& phase, Clock::time_point deadlin
 }
 
 void RpcAgent::shutdown(bool graceful) {
+  BRAID_CHECK_ARG(!pool_->on_pool_thread(), "rpc shutdown: called from an RPC worker thread of '{}'", self_.name);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_ != State::kRunning) return;  // shut down already (or shutting down on another thread)
     state_ = State::kDraining;
   }
-  BRAID_CHECK_ARG(!pool_->on_pool_thread(), "rpc shutdown: called from an RPC worker thread of '{}'", self_.name);
   std::exception_ptr failure;
   if (graceful) {
     const auto deadline = Clock::now() + options_.join_timeout;

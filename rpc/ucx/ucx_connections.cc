@@ -21,67 +21,78 @@ UcxTransport::Connection& UcxTransport::connection(int peer) {
     slot = std::make_unique<Connection>();
     slot->owner = this;
     slot->peer = peer;
+    new_stream(*slot);
   }
   return *slot;
 }
 
-ucp_ep_h UcxTransport::create_endpoint(Connection& c, const std::vector<uint8_t>& address, bool monitor,
+void UcxTransport::new_stream(Connection& c) {
+  // Random base per transport: a restarted peer process never continues an old stream by accident.
+  c.stream = stream_base_ + ++streams_made_;
+  c.next_seq = 0;
+}
+
+ucp_ep_h UcxTransport::create_endpoint(Connection& c, bool monitor, const std::vector<uint8_t>& address,
                                        ucs_status_t* status) {
   ucp_ep_params_t params{};
   params.field_mask =
       UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(address.data());
   params.err_mode = monitor ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  // Also on the data endpoint: UCX then reports a transfer that failed because the peer died to us
+  // instead of tearing down its own endpoint under messages still queued from that peer.
   params.err_handler.cb = &UcxTransport::on_ep_error;
   params.err_handler.arg = &c;
   ucp_ep_h ep = nullptr;
-  *status = ucp_ep_create(worker_->get(), &params, &ep);
+  *status = ucp_ep_create((monitor ? monitor_worker_ : data_worker_)->get(), &params, &ep);
   return *status == UCS_OK ? ep : nullptr;
 }
 
-bool UcxTransport::connect(Connection& c) {
-  std::vector<uint8_t> address;
+bool UcxTransport::ensure_connected(Connection& c) {
+  if (c.data != nullptr) return true;
+  WorkerAddresses address;
   {
     std::shared_lock lock(peers_mu_);
     const auto it = peers_.find(c.peer);
     if (it != peers_.end()) address = it->second.address;
   }
-  // A new stream id per connection: the receiver orders each one on its own and drops what is left of
-  // a stream it rejected.
-  c.stream = stream_base_ + ++streams_made_;
-  c.next_seq = 0;
+  if (address.data.empty()) return false;  // a sender not (yet) in add_peers: its first send() connects
   c.failed = false;
-  ucs_status_t st = UCS_ERR_NO_ELEM;
-  if (!address.empty()) c.data = create_endpoint(c, address, false, &st);
+  c.generation = ++generations_made_;
+  ucs_status_t st = UCS_OK;
+  c.data = create_endpoint(c, false, address.data, &st);
   if (c.data == nullptr) {
-    fail_peer(c.peer, fmt::format("cannot reach {}: creating an endpoint to its {} failed: {}", peer_label(c.peer),
-                                  describe_address(address), status_text(st)), Close::kForce);
+    ++c.failed_connects;
+    fail_peer(c.peer, fmt::format("cannot reach {}: creating an endpoint to its data worker failed: {}",
+                                  peer_label(c.peer), status_text(st)));
     return false;
   }
   if (monitors_) {
-    c.monitor = create_endpoint(c, address, true, &st);
+    c.monitor = create_endpoint(c, true, address.monitor, &st);
     if (c.monitor == nullptr) {
-      // This worker can make monitors (start() checked), so the peer's tcp listener refused: it is gone.
-      fail_peer(c.peer, fmt::format("cannot reach {}: creating a monitor endpoint to its {} failed: {}",
-                                    peer_label(c.peer), describe_address(address), status_text(st)), Close::kForce);
+      // start() found that this transport can make monitors, so the peer's listener refused: it is gone.
+      ++c.failed_connects;
+      fail_peer(c.peer, fmt::format("cannot reach {}: creating an endpoint to its monitor worker failed: {}",
+                                    peer_label(c.peer), status_text(st)));
       return false;
     }
   }
-  log().debug("ucx transport (worker {}): connected to {} (stream {:016x}, monitor {})", self_id_,
-              peer_label(c.peer), c.stream, c.monitor != nullptr ? "yes" : "no");
+  c.failed_connects = 0;
+  log().debug("ucx transport (worker {}): connected to {} (monitor: {})", self_id_, peer_label(c.peer),
+              c.monitor != nullptr ? "yes" : "no");
   return true;
 }
 
 void UcxTransport::post(Outgoing&& out) {
   Connection& c = connection(out.peer);
-  if (c.data == nullptr && !connect(c)) {
-    returned_buffers_.push_back(std::move(out.buffer));  // dropped: the failure was just reported
+  if (!ensure_connected(c)) {
+    returned_buffers_.push_back(std::move(out.buffer));  // dropped: the failure was reported
     return;
   }
   auto op = std::make_unique<SendOp>();
   op->owner = this;
   op->peer = out.peer;
-  op->stream = c.stream;
+  op->generation = c.generation;
   op->msg = std::move(out.msg);
   op->buffer = std::move(out.buffer);
   Envelope env;
@@ -95,7 +106,7 @@ void UcxTransport::post(Outgoing&& out) {
   const void* data = nullptr;
   size_t count = 0;
   ucp_datatype_t datatype = ucp_dt_make_contig(1);
-  if (kEnvelopeBytes + op->buffer.size() <= worker_->max_am_header()) {
+  if (kEnvelopeBytes + op->buffer.size() <= data_worker_->max_am_header()) {
     // The usual case: the receiver learns the tensors from the header, before any payload byte moves.
     env.flags = kPrefixInHeader;
     op->buffer.insert(op->buffer.begin(), kEnvelopeBytes, 0);
@@ -126,28 +137,11 @@ void UcxTransport::post(Outgoing&& out) {
 
 void UcxTransport::post_reset(int peer, uint64_t stream, const std::string& reason) {
   Connection& c = connection(peer);
-  ucp_ep_h ep = c.data;
-  bool temporary = false;
-  if (ep == nullptr) {
-    // The sender may not be one this worker ever sent to: a short-lived endpoint carries the reset.
-    std::vector<uint8_t> address;
-    {
-      std::shared_lock lock(peers_mu_);
-      const auto it = peers_.find(peer);
-      if (it != peers_.end()) address = it->second.address;
-    }
-    ucs_status_t st = UCS_ERR_NO_ELEM;
-    if (!address.empty()) ep = create_endpoint(c, address, false, &st);
-    if (ep == nullptr) {
-      log().debug("ucx transport (worker {}): cannot tell {} that its stream was dropped: {}", self_id_,
-                  peer_label(peer), status_text(st));
-      return;
-    }
-    temporary = true;
-  }
+  if (!ensure_connected(c)) return;
   auto op = std::make_unique<SendOp>();
   op->owner = this;
   op->peer = peer;
+  op->generation = c.generation;
   op->reset = true;
   op->text = reason.substr(0, kMaxResetReason);
   Envelope env;
@@ -157,8 +151,7 @@ void UcxTransport::post_reset(int peer, uint64_t stream, const std::string& reas
   const void* header = op->envelope.data();
   const void* text = op->text.data();
   const size_t length = op->text.size();
-  submit(ep, kResetAmId, std::move(op), header, kEnvelopeBytes, text, length, ucp_dt_make_contig(1));
-  if (temporary) close_endpoint(ep, Close::kFlush);
+  submit(c.data, kResetAmId, std::move(op), header, kEnvelopeBytes, text, length, ucp_dt_make_contig(1));
 }
 
 void UcxTransport::submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> op, const void* header,
@@ -177,15 +170,8 @@ void UcxTransport::submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> o
   }
   if (UCS_PTR_IS_ERR(request)) {
     const int peer = op->peer;
-    const bool reset = op->reset;
     finish(std::move(op));
-    const std::string reason = fmt::format("sending to {} failed: {}", peer_label(peer),
-                                           status_text(UCS_PTR_STATUS(request)));
-    if (reset) {
-      log().debug("ucx transport (worker {}): {}", self_id_, reason);
-    } else {
-      fail_peer(peer, reason, Close::kForce);
-    }
+    fail_peer(peer, fmt::format("sending to {} failed: {}", peer_label(peer), status_text(UCS_PTR_STATUS(request))));
     return;
   }
   op->request = request;
@@ -202,8 +188,8 @@ void UcxTransport::on_send_done(void* request, ucs_status_t status, void* user_d
   std::unique_ptr<SendOp> op = std::move(it->second);
   self->in_flight_.erase(it);
   // CANCELED: this worker closed the endpoint (a failure already reported, or shutdown).
-  if (status != UCS_OK && status != UCS_ERR_CANCELED && !op->reset && !self->tearing_down_) {
-    self->ep_errors_.push_back({op->peer, op->stream,
+  if (status != UCS_OK && status != UCS_ERR_CANCELED && !self->tearing_down_) {
+    self->ep_errors_.push_back({op->peer, op->generation,
                                 fmt::format("sending to {} failed: {}", self->peer_label(op->peer),
                                             status_text(status))});
   }
@@ -218,25 +204,36 @@ void UcxTransport::finish(std::unique_ptr<SendOp> op) {
 void UcxTransport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* c = static_cast<Connection*>(arg);
   UcxTransport* self = c->owner;
-  // Endpoints this worker already let go of (a temporary reset endpoint, a closed generation) do not count.
-  if (ep != c->data && ep != c->monitor) return;
+  if (ep != c->data && ep != c->monitor) return;  // an endpoint of an earlier generation, already closed
   if (self->tearing_down_) return;
-  self->ep_errors_.push_back({c->peer, c->stream,
+  self->ep_errors_.push_back({c->peer, c->generation,
                               fmt::format("the connection to {} failed: {}", self->peer_label(c->peer),
                                           status_text(status))});
 }
 
-void UcxTransport::fail_peer(int peer, const std::string& reason, Close how) {
+void UcxTransport::fail_peer(int peer, const std::string& reason) {
   if (tearing_down_) return;
   Connection& c = connection(peer);
   if (c.failed) {
-    log().debug("ucx transport (worker {}): already reported {}; also: {}", self_id_, peer_label(peer), reason);
+    log().debug("ucx transport (worker {}): {} already failed; also: {}", self_id_, peer_label(peer), reason);
     return;
   }
   c.failed = true;
-  if (ucp_ep_h ep = std::exchange(c.data, nullptr)) close_endpoint(ep, how);
-  if (ucp_ep_h ep = std::exchange(c.monitor, nullptr)) close_endpoint(ep, how);
-  log().warn("ucx transport (worker {}): peer failure: {}", self_id_, reason);
+  // Force: the peer is gone, a flush would wait for it forever. Requests still on them complete with
+  // UCS_ERR_CANCELED (and release their messages).
+  if (ucp_ep_h ep = std::exchange(c.data, nullptr)) close_endpoint(ep, true);
+  if (ucp_ep_h ep = std::exchange(c.monitor, nullptr)) close_endpoint(ep, true);
+  new_stream(c);
+  // A peer that stays unreachable is reported on every send that tries it again, but logged once.
+  report_failure(peer, reason, c.failed_connects > 1);
+}
+
+void UcxTransport::report_failure(int peer, const std::string& reason, bool quiet) {
+  if (quiet) {
+    log().debug("ucx transport (worker {}): peer failure (again): {}", self_id_, reason);
+  } else {
+    log().warn("ucx transport (worker {}): peer failure: {}", self_id_, reason);
+  }
   if (!handlers_.on_peer_failure) return;
   try {
     handlers_.on_peer_failure(peer, reason);
@@ -246,12 +243,12 @@ void UcxTransport::fail_peer(int peer, const std::string& reason, Close how) {
   }
 }
 
-void UcxTransport::close_endpoint(ucp_ep_h ep, Close how) {
+void UcxTransport::close_endpoint(ucp_ep_h ep, bool force) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &UcxTransport::on_close_done;
   param.user_data = this;
-  if (how == Close::kForce) {
+  if (force) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   }
@@ -265,12 +262,18 @@ void UcxTransport::on_close_done(void* request, ucs_status_t /*status*/, void* u
   ucp_request_free(request);
 }
 
+void UcxTransport::close_all_endpoints() {
+  for (auto& [peer, c] : connections_) {
+    if (ucp_ep_h ep = std::exchange(c->data, nullptr)) close_endpoint(ep, false);
+    if (ucp_ep_h ep = std::exchange(c->monitor, nullptr)) close_endpoint(ep, false);
+  }
+}
+
 bool UcxTransport::probe_monitor_support() {
   Connection probe;
   probe.owner = this;
-  probe.peer = -1;
   ucs_status_t st = UCS_OK;
-  ucp_ep_h ep = create_endpoint(probe, address_, true, &st);
+  ucp_ep_h ep = create_endpoint(probe, true, monitor_worker_->address(), &st);
   if (ep == nullptr) {
     log().warn("ucx transport (worker {}): UCX offers no transport that reports a peer failure ({}); the failure of "
                "a peer will not be noticed. Keep tcp in UCX_TLS for it.", self_id_, status_text(st));
@@ -281,7 +284,7 @@ bool UcxTransport::probe_monitor_support() {
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   void* request = ucp_ep_close_nbx(ep, &param);
   if (request != nullptr && !UCS_PTR_IS_ERR(request)) {
-    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_->get());
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(monitor_worker_->get());
     ucp_request_free(request);
   }
   return true;
@@ -289,19 +292,12 @@ bool UcxTransport::probe_monitor_support() {
 
 void UcxTransport::release_requests() {
   for (auto& [raw, op] : in_flight_) {
-    ucp_request_free(op->request);  // no callback will run for it any more
+    ucp_request_free(op->request);  // no callback runs for it any more
     op->request = nullptr;
   }
   for (void* request : closing_) ucp_request_free(request);
   closing_.clear();
   if (receiver_) receiver_->release_requests();
-}
-
-void UcxTransport::close_all_endpoints() {
-  for (auto& [peer, c] : connections_) {
-    if (ucp_ep_h ep = std::exchange(c->data, nullptr)) close_endpoint(ep, Close::kFlush);
-    if (ucp_ep_h ep = std::exchange(c->monitor, nullptr)) close_endpoint(ep, Close::kFlush);
-  }
 }
 
 ucs_status_t UcxTransport::on_reset(const void* header, size_t header_length, void* data, size_t length,

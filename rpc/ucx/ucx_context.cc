@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -11,6 +12,26 @@ namespace braid::rpc::ucx_detail {
 
 std::string status_text(ucs_status_t status) {
   return fmt::format("{} (UCX status {})", ucs_status_string(status), static_cast<int>(status));
+}
+
+std::vector<uint8_t> pack_addresses(const WorkerAddresses& addresses) {
+  const auto length = static_cast<uint32_t>(addresses.data.size());
+  std::vector<uint8_t> out(sizeof(length));
+  std::memcpy(out.data(), &length, sizeof(length));
+  out.insert(out.end(), addresses.data.begin(), addresses.data.end());
+  out.insert(out.end(), addresses.monitor.begin(), addresses.monitor.end());
+  return out;
+}
+
+WorkerAddresses unpack_addresses(const std::vector<uint8_t>& bytes, const std::string& what) {
+  uint32_t length = 0;
+  if (bytes.size() >= sizeof(length)) std::memcpy(&length, bytes.data(), sizeof(length));
+  BRAID_CHECK_ARG(bytes.size() > sizeof(length) && length > 0 && length < bytes.size() - sizeof(length),
+                  "{}: not a ucx transport address ({} bytes; data worker address of {} bytes)", what, bytes.size(),
+                  length);
+  const auto data_begin = bytes.begin() + sizeof(length);
+  const auto data_end = data_begin + length;
+  return WorkerAddresses{{data_begin, data_end}, {data_end, bytes.end()}};
 }
 
 namespace {

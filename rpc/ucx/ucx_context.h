@@ -15,8 +15,18 @@
 
 namespace braid::rpc::ucx_detail {
 
-// "Endpoint timeout (UCS_ERR_ENDPOINT_TIMEOUT)".
+// "Endpoint timeout (UCX status -80)".
 std::string status_text(ucs_status_t status);
+
+// A transport's address: its data worker's and its monitor worker's ucp addresses,
+//   u32 length of the data worker's address (little-endian), data worker's address, monitor worker's.
+struct WorkerAddresses {
+  std::vector<uint8_t> data;
+  std::vector<uint8_t> monitor;
+};
+std::vector<uint8_t> pack_addresses(const WorkerAddresses& addresses);
+// InvalidArgument naming `what` when the bytes are not a packed pair of non-empty addresses.
+WorkerAddresses unpack_addresses(const std::vector<uint8_t>& bytes, const std::string& what);
 
 // The ucp context: features AM (messages) and WAKEUP (the progress thread sleeps on the worker's event
 // fd). Configuration comes from the UCX_* environment, with the defaults below for what the user left

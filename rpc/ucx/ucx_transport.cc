@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <sched.h>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -38,8 +39,9 @@ auto& log() { return *logging::get("braid.rpc"); }
 
 UcxTransport::UcxTransport(const TransportOptions& options) : options_(options) {
   context_ = std::make_unique<UcxContext>();
-  worker_ = std::make_unique<UcxWorker>(*context_);
-  address_ = worker_->address();
+  data_worker_ = std::make_unique<UcxWorker>(*context_);
+  monitor_worker_ = std::make_unique<UcxWorker>(*context_);
+  address_ = pack_addresses({data_worker_->address(), monitor_worker_->address()});
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) BRAID_THROW(CommError, "ucx transport: eventfd failed: {}", std::strerror(errno));
   std::random_device rd;
@@ -57,7 +59,7 @@ UcxTransport::~UcxTransport() {
 
 std::string UcxTransport::describe_address(const std::vector<uint8_t>& address) const {
   if (address.empty()) return "(empty ucx worker address)";
-  return fmt::format("ucx worker address ({} bytes)", address.size());
+  return fmt::format("ucx worker address ({} bytes)", address.size());  // binary; its size is all one can read
 }
 
 std::string UcxTransport::peer_label(int peer) const {
@@ -74,7 +76,7 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
   BRAID_CHECK_ARG(self_id >= 0, "ucx transport: start(): worker id must be >= 0, got {}", self_id);
   self_id_ = self_id;
   handlers_ = std::move(handlers);
-  receiver_ = std::make_unique<UcxReceiver>(worker_->get(), options_.limits, self_id);
+  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id);
   receiver_->install();
   ucp_am_handler_param_t param{};
   param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -84,7 +86,7 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
     return static_cast<UcxTransport*>(arg)->on_reset(header, header_length, data, length, p);
   };
   param.arg = this;
-  const ucs_status_t st = ucp_worker_set_am_recv_handler(worker_->get(), &param);
+  const ucs_status_t st = ucp_worker_set_am_recv_handler(data_worker_->get(), &param);
   if (st != UCS_OK) {
     BRAID_THROW(CommError, "ucx transport (worker {}): registering the reset handler failed: {}", self_id,
                 status_text(st));
@@ -97,13 +99,15 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
 }
 
 void UcxTransport::add_peers(const std::vector<PeerInfo>& peers) {
+  std::vector<PeerEntry> entries;
+  entries.reserve(peers.size());
   for (const auto& p : peers) {
     BRAID_CHECK_ARG(p.id >= 0, "ucx transport: add_peers: worker '{}' has invalid id {}", p.name, p.id);
-    BRAID_CHECK_ARG(!p.address.empty(), "ucx transport: add_peers: worker {} '{}' has an empty address", p.id,
-                    p.name);
+    entries.push_back({p.name, unpack_addresses(p.address, fmt::format("ucx transport: add_peers: address of "
+                                                                       "worker {} '{}'", p.id, p.name))});
   }
   std::unique_lock lock(peers_mu_);
-  for (const auto& p : peers) peers_[p.id] = PeerEntry{p.name, p.address};
+  for (size_t i = 0; i < peers.size(); ++i) peers_[peers[i].id] = std::move(entries[i]);
 }
 
 void UcxTransport::send(int peer, Message msg) {
@@ -111,12 +115,7 @@ void UcxTransport::send(int peer, Message msg) {
     BRAID_THROW(CommError, "ucx transport: send {} #{} to worker {} before start()", message_type_name(msg.type),
                 msg.id, peer);
   }
-  if (peer == self_id_) {
-    // Copies of the tensors: the receiver must not alias the sender's storage, as it would not over the
-    // network.
-    for (auto& t : msg.tensors) t = t.clone();
-    if (msg.requires_grad.empty()) msg.requires_grad.assign(msg.tensors.size(), 0);
-  } else {
+  if (peer != self_id_) {
     std::shared_lock lock(peers_mu_);
     if (peers_.find(peer) == peers_.end()) {
       std::vector<int> known;
@@ -136,6 +135,12 @@ void UcxTransport::send(int peer, Message msg) {
     }
   }
   frame_prefix(msg, out.buffer);  // WireError for a message that cannot be framed
+  if (peer == self_id_) {
+    // Copies of the tensors: the receiver must not alias the sender's storage, as it would not over the
+    // network.
+    for (auto& t : msg.tensors) t = t.clone();
+    if (msg.requires_grad.empty()) msg.requires_grad.assign(msg.tensors.size(), 0);
+  }
   out.msg = std::move(msg);
   {
     std::lock_guard lock(queue_mu_);
@@ -172,7 +177,8 @@ void UcxTransport::shutdown() {
   } else {
     teardown();  // never started: no endpoint exists, only the worker to destroy
   }
-  worker_.reset();
+  data_worker_.reset();
+  monitor_worker_.reset();
   context_.reset();
   log().debug("ucx transport: worker {} shut down", self_id_);
 }
@@ -183,7 +189,7 @@ void UcxTransport::run() {
     bool busy = false;
     try {
       busy = drain_queue();
-      busy = worker_->progress() || busy;
+      busy = progress_workers() || busy;
       busy = handle_events() || busy;
     } catch (const std::exception& e) {
       // Every handler catches its own errors; this keeps the thread alive if something else throws.
@@ -195,6 +201,10 @@ void UcxTransport::run() {
     } else if (now - idle_since >= kSpinBeforeSleep) {
       sleep();
       idle_since = std::chrono::steady_clock::now();
+    } else {
+      // Polling, but the core goes first to whoever is runnable: on a small machine the thread waiting
+      // for this very message (the caller, the agent's workers) would otherwise wait for our time slice.
+      sched_yield();
     }
   }
   try {
@@ -202,6 +212,11 @@ void UcxTransport::run() {
   } catch (const std::exception& e) {
     log().critical("ucx transport (worker {}): teardown failed: {}", self_id_, e.what());
   }
+}
+
+bool UcxTransport::progress_workers() {
+  const bool data = data_worker_->progress();
+  return monitor_worker_->progress() || data;
 }
 
 bool UcxTransport::drain_queue() {
@@ -231,16 +246,24 @@ bool UcxTransport::handle_events() {
   if (receiver_->has_events()) {
     any = true;
     // Deliveries first: they arrived before whatever the rejections are about.
-    for (auto& d : receiver_->take_deliveries()) deliver(d.from, std::move(d.msg));
+    for (auto& d : receiver_->take_deliveries()) {
+      // A peer that sends to us gets our endpoints too (once): its failure is then noticed, and UCX has
+      // an endpoint with an error handler for the messages still queued from it if it dies.
+      Connection& c = connection(d.from);
+      if (c.data == nullptr && !c.failed) ensure_connected(c);
+      deliver(d.from, std::move(d.msg));
+    }
     for (auto& r : receiver_->take_rejections()) {
       const std::string who = peer_label(r.peer);
       if (r.malformed) {
-        log().error("ucx transport (worker {}): malformed frame from {}: {}; dropping it and closing the connection",
-                    self_id_, who, r.reason);
+        // The rest of that stream is dropped; the sender learns it from the reset, reports us and starts
+        // a new stream. The endpoints stay (see Connection).
+        log().error("ucx transport (worker {}): malformed frame from {}: {}; dropping it and the rest of its "
+                    "stream", self_id_, who, r.reason);
         post_reset(r.peer, r.stream, r.reason);
-        fail_peer(r.peer, fmt::format("malformed frame from {}: {}", who, r.reason), Close::kFlush);
+        report_failure(r.peer, fmt::format("malformed frame from {}: {}", who, r.reason));
       } else {
-        fail_peer(r.peer, fmt::format("receiving from {} failed: {}", who, r.reason), Close::kForce);
+        fail_peer(r.peer, fmt::format("receiving from {} failed: {}", who, r.reason));
       }
     }
   }
@@ -250,7 +273,7 @@ bool UcxTransport::handle_events() {
     errors.swap(ep_errors_);
     for (auto& e : errors) {
       const auto it = connections_.find(e.peer);
-      if (it != connections_.end() && it->second->stream == e.stream) fail_peer(e.peer, e.reason, Close::kForce);
+      if (it != connections_.end() && it->second->generation == e.generation) fail_peer(e.peer, e.reason);
     }
   }
   if (!resets_.empty()) {
@@ -259,9 +282,9 @@ bool UcxTransport::handle_events() {
     resets.swap(resets_);
     for (auto& r : resets) {
       const auto it = connections_.find(r.peer);
-      if (it == connections_.end() || it->second->stream != r.stream || it->second->data == nullptr) continue;
-      fail_peer(r.peer, fmt::format("{} dropped this worker's messages and closed the connection: {}",
-                                    peer_label(r.peer), r.reason), Close::kFlush);
+      if (it == connections_.end() || it->second->stream != r.stream) continue;
+      new_stream(*it->second);
+      report_failure(r.peer, fmt::format("{} dropped the messages of this worker: {}", peer_label(r.peer), r.reason));
     }
   }
   return any;
@@ -286,15 +309,18 @@ void UcxTransport::sleep() {
       return;
     }
   }
-  const UcxWorker::Armed armed = worker_->arm();
-  if (armed == UcxWorker::Armed::kBusy) {
+  const UcxWorker::Armed data = data_worker_->arm();
+  const UcxWorker::Armed monitor = data == UcxWorker::Armed::kBusy ? data : monitor_worker_->arm();
+  if (monitor == UcxWorker::Armed::kBusy) {
     sleeping_.store(false);
     return;
   }
-  pollfd fds[2] = {{worker_->event_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  ::poll(fds, 2, armed == UcxWorker::Armed::kYes ? kSleepMs : 1);
+  const bool armed = data == UcxWorker::Armed::kYes && monitor == UcxWorker::Armed::kYes;
+  pollfd fds[3] = {{data_worker_->event_fd(), POLLIN, 0}, {monitor_worker_->event_fd(), POLLIN, 0},
+                   {wake_fd_, POLLIN, 0}};
+  ::poll(fds, 3, armed ? kSleepMs : 1);
   sleeping_.store(false);
-  if ((fds[1].revents & POLLIN) != 0) {
+  if ((fds[2].revents & POLLIN) != 0) {
     uint64_t count = 0;
     [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof(count));
   }
@@ -310,12 +336,21 @@ void UcxTransport::teardown() {
   const auto deadline = std::chrono::steady_clock::now() + kCloseTimeout;
   auto progress_until = [&](const auto& done) {
     while (!done() && std::chrono::steady_clock::now() < deadline) {
-      if (!worker_->progress()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (!progress_workers()) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   };
   // Sends and fetches in flight first: a rendezvous is over only when the receiver fetched the data,
   // and a peer must not be left with a fetch from a worker that is gone.
-  progress_until([&] { return in_flight_.empty() && (!receiver_ || receiver_->fetches_in_flight() == 0); });
+  // Sends to a peer that failed never complete (UCX does not cancel a rendezvous on an endpoint without
+  // error handling): those are not waited for.
+  auto live_sends = [&] {
+    for (const auto& [raw, op] : in_flight_) {
+      const auto it = connections_.find(op->peer);
+      if (it != connections_.end() && !it->second->failed && it->second->generation == op->generation) return true;
+    }
+    return false;
+  };
+  progress_until([&] { return !live_sends() && (!receiver_ || receiver_->fetches_in_flight() == 0); });
   close_all_endpoints();
   progress_until([&] { return closing_.empty(); });
   if (!in_flight_.empty() || !closing_.empty()) {
@@ -323,7 +358,8 @@ void UcxTransport::teardown() {
                 "destroying them", self_id_, in_flight_.size(), closing_.size(), kCloseTimeout.count());
   }
   release_requests();
-  worker_->destroy();
+  data_worker_->destroy();
+  monitor_worker_->destroy();
   in_flight_.clear();
   connections_.clear();
 }

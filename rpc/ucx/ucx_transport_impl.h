@@ -32,9 +32,10 @@ namespace braid::rpc::ucx_detail {
 
 class UcxTransport final : public Transport {
  public:
-  // How long the progress thread polls after its last event before it sleeps on the event fds.
+  // How long the progress thread polls (yielding the core between polls) after its last event before it
+  // sleeps on the event fds: long enough that a reply computed right after a delivery finds it awake.
   static constexpr std::chrono::microseconds kSpinBeforeSleep{50};
-  // How long shutdown() lets endpoints flush before the worker is destroyed with them.
+  // How long shutdown() lets sends finish and endpoints flush before the workers are destroyed.
   static constexpr std::chrono::milliseconds kCloseTimeout{1000};
 
   explicit UcxTransport(const TransportOptions& options);
@@ -57,40 +58,46 @@ class UcxTransport final : public Transport {
   };
   struct PeerEntry {
     std::string name;
-    std::vector<uint8_t> address;
+    WorkerAddresses address;
   };
-  // This worker's endpoints to one peer. A connection is a pair of endpoints: `data` carries the frames
-  // with no error handling, so that UCX may pick shared memory (posix/sysv/cma, which cannot report a
-  // peer failure in UCX 1.13); `monitor` carries nothing and exists only for its peer-failure handling
-  // (err mode PEER selects tcp or another transport that notices a peer's death).
+  // This transport's endpoints to one peer and its outgoing stream. The endpoints live as long as the
+  // peer's workers do: they are closed only when the peer fails (and at shutdown), never re-made for a
+  // live peer, because UCX pairs the endpoints of two workers by creation order and a one-sided
+  // re-creation would pair them wrongly. A reset (the peer rejected our stream) only starts a new stream.
   struct Connection {
     UcxTransport* owner = nullptr;
     int peer = -1;
-    ucp_ep_h data = nullptr;
-    ucp_ep_h monitor = nullptr;
-    uint64_t stream = 0;    // id of this connection in the envelopes
+    ucp_ep_h data = nullptr;     // data worker, error mode NONE (shared memory possible), with a handler
+    ucp_ep_h monitor = nullptr;  // monitor worker, error mode PEER, carries nothing
+    uint64_t generation = 0;     // of the endpoints, so that late errors of closed ones are told apart
+    uint64_t stream = 0;         // id of the outgoing stream in the envelopes
     uint64_t next_seq = 0;
-    bool failed = false;    // failure reported; cleared by the next connect
+    bool failed = false;         // endpoints failed and were closed; the next send connects again
+    int failed_connects = 0;     // in a row: only the first one is logged as a warning
   };
   // One ucp_am_send_nbx in flight: owns what UCX reads until the send completes.
   struct SendOp {
     UcxTransport* owner = nullptr;
     int peer = -1;
-    uint64_t stream = 0;
-    bool reset = false;  // a reset, not a frame: its failure is not the peer's
+    uint64_t generation = 0;
+    bool reset = false;  // a reset, not a frame
     Message msg;
-    std::vector<uint8_t> buffer;                 // envelope + prefix (header), or the prefix (data)
+    std::vector<uint8_t> buffer;                     // envelope + prefix (header), or the prefix (data)
     std::array<uint8_t, kEnvelopeBytes> envelope{};  // the header when the prefix goes in the data
     std::vector<ucp_dt_iov_t> iov;
-    std::string text;                            // a reset's reason
-    void* request = nullptr;                     // while UCX holds the op
+    std::string text;         // a reset's reason
+    void* request = nullptr;  // while UCX holds the op
   };
   struct EpError {
+    int peer = -1;
+    uint64_t generation = 0;
+    std::string reason;
+  };
+  struct ResetNotice {
     int peer = -1;
     uint64_t stream = 0;
     std::string reason;
   };
-  enum class Close { kFlush, kForce };
 
   std::string peer_label(int peer) const;
   bool on_progress_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -98,6 +105,7 @@ class UcxTransport final : public Transport {
 
   // Progress thread: ucx_transport.cc.
   void run();
+  bool progress_workers();
   bool drain_queue();
   bool handle_events();
   void deliver(int from, Message msg);
@@ -106,20 +114,21 @@ class UcxTransport final : public Transport {
 
   // Progress thread: ucx_connections.cc.
   Connection& connection(int peer);
-  bool connect(Connection& c);
-  ucp_ep_h create_endpoint(Connection& c, const std::vector<uint8_t>& address, bool monitor, ucs_status_t* status);
+  // Makes the endpoints to `c.peer` if there are none; false (failure reported) if that fails.
+  bool ensure_connected(Connection& c);
+  ucp_ep_h create_endpoint(Connection& c, bool monitor, const std::vector<uint8_t>& address, ucs_status_t* status);
   void post(Outgoing&& out);
   void post_reset(int peer, uint64_t stream, const std::string& reason);
   void submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> op, const void* header, size_t header_length,
               const void* data, size_t count, ucp_datatype_t datatype);
   void finish(std::unique_ptr<SendOp> op);
-  void fail_peer(int peer, const std::string& reason, Close how);
-  void close_endpoint(ucp_ep_h ep, Close how);
+  // The endpoints to `peer` failed: closes them (force) and reports once.
+  void fail_peer(int peer, const std::string& reason);
+  void report_failure(int peer, const std::string& reason, bool quiet = false);
+  void new_stream(Connection& c);
+  void close_endpoint(ucp_ep_h ep, bool force);
   void close_all_endpoints();
-  // Whether this worker can make endpoints that report a peer failure (an endpoint with error mode PEER
-  // to itself can be created); checked once by start().
   bool probe_monitor_support();
-  // Teardown: hands every request still pending back to UCX, so the worker can be destroyed under them.
   void release_requests();
   ucs_status_t on_reset(const void* header, size_t header_length, void* data, size_t length,
                         const ucp_am_recv_param_t* param);
@@ -149,22 +158,21 @@ class UcxTransport final : public Transport {
 
   // Progress thread.
   std::unique_ptr<UcxContext> context_;
-  std::unique_ptr<UcxWorker> worker_;
+  // Two workers, so that every endpoint of one worker has the same error mode: UCX pairs the endpoints
+  // of two workers by creation order and rejects a pair whose error modes differ.
+  std::unique_ptr<UcxWorker> data_worker_;
+  std::unique_ptr<UcxWorker> monitor_worker_;
   std::unique_ptr<UcxReceiver> receiver_;
   std::vector<Outgoing> batch_;  // the queue's contents being posted (its capacity is reused)
   std::unordered_map<int, std::unique_ptr<Connection>> connections_;
   std::unordered_map<SendOp*, std::unique_ptr<SendOp>> in_flight_;
+  std::unordered_set<void*> closing_;  // endpoint closes in flight
   std::vector<std::vector<uint8_t>> returned_buffers_;
   std::vector<EpError> ep_errors_;
-  struct ResetNotice {
-    int peer = -1;
-    uint64_t stream = 0;
-    std::string reason;
-  };
   std::vector<ResetNotice> resets_;
-  std::unordered_set<void*> closing_;  // endpoint closes in flight
   uint64_t stream_base_ = 0;
   uint64_t streams_made_ = 0;
+  uint64_t generations_made_ = 0;
   bool monitors_ = false;  // probe_monitor_support()
   bool tearing_down_ = false;
 };

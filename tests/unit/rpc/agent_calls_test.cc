@@ -3,7 +3,10 @@
 // peer failure and calls after shutdown. Agents in one process over each transport.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <thread>
+
+#include <boost/asio.hpp>
 
 #include "base/config.h"
 #include "rpc/agent.h"
@@ -204,4 +207,31 @@ TEST_CASE("a duplicate worker name is a clear error", "[rpc][agent]") {
                     Catch::Contains("RPC worker name 'same' is already taken by worker 0"));
   // The first worker stops waiting for the broken one and says why.
   CHECK_THROWS_WITH(first.get(), Catch::Contains("failed to join") && Catch::Contains("already taken"));
+}
+
+TEST_CASE("garbage on a raw socket to an agent closes that connection and nothing else", "[rpc][agent]") {
+  AgentJob job(2, testing::test_registry(), {}, "tcp");
+  const auto& addr = job[1].address_of(1);
+  const std::string text(addr.begin(), addr.end());
+  const auto colon = text.rfind(':');
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket raw(io);
+  raw.connect({boost::asio::ip::make_address(text.substr(0, colon)),
+               static_cast<unsigned short>(std::stoi(text.substr(colon + 1)))});
+  const std::vector<uint8_t> garbage(64, 0xAB);
+  boost::asio::write(raw, boost::asio::buffer(garbage));
+  // The agent's transport closes the connection: a read ends with EOF (or a reset), not with data.
+  // Polled without blocking, so that a transport that failed to close cannot hang the test.
+  raw.non_blocking(true);
+  std::array<uint8_t, 16> buf{};
+  boost::system::error_code ec = boost::asio::error::would_block;
+  const auto deadline = std::chrono::steady_clock::now() + Millis(5000);
+  while (ec == boost::asio::error::would_block && std::chrono::steady_clock::now() < deadline) {
+    raw.read_some(boost::asio::buffer(buf), ec);
+    if (ec == boost::asio::error::would_block) std::this_thread::sleep_for(Millis(5));
+  }
+  CHECK((ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset));
+  // The agent goes on serving its peers.
+  CHECK(job[0].call_sync(job[0].worker("worker1"), "concat", {Value("still"), Value("here")}).as_string() ==
+        "still+here");
 }

@@ -126,3 +126,17 @@ TEST_CASE("graceful shutdown releases RRefs users still hold, and waits for call
   CHECK(job[2].leaked_rrefs() == 0);
   CHECK_THROWS_WITH(held.to_here(), Catch::Contains("shut down"));
 }
+
+TEST_CASE("a method call right after remote() finds the value, even on another pool thread", "[rpc][rref]") {
+  // The kRemoteCall and the kCall arrive in order but run on different pool threads; the owner counts
+  // the creator's fork on arrival, so the call waits for the value instead of failing ("owns no RRef").
+  const std::string transport = transport_under_test();
+  AgentJob job(2, testing::test_registry(), {}, transport);
+  std::vector<Future<Value>> sums;
+  std::vector<RRef> counters;
+  for (int i = 0; i < 100; ++i) {
+    counters.push_back(job[0].remote(job[0].worker("worker1"), "Counter", {Value(int64_t{i})}));
+    sums.push_back(counters.back().rpc_async().call("add", {Value(int64_t{1})}));
+  }
+  for (int i = 0; i < 100; ++i) CHECK(sums[static_cast<size_t>(i)].value(Millis(10'000)).as_int() == i + 1);
+}

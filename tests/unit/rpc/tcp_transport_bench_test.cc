@@ -90,7 +90,10 @@ void raw_echo(size_t bytes, int iters) {
     s.set_option(asio::ip::tcp::no_delay(true));
     std::vector<uint8_t> buf(bytes);
     boost::system::error_code ec;
-    while (asio::read(s, asio::buffer(buf), ec) == bytes && !ec) asio::write(s, asio::buffer(buf), ec);
+    // TransferAll: one system call per chunk the kernel takes, not Asio's default 64 KiB steps.
+    while (asio::read(s, asio::buffer(buf), rpc::tcp_detail::TransferAll{}, ec) == bytes && !ec) {
+      asio::write(s, asio::buffer(buf), rpc::tcp_detail::TransferAll{}, ec);
+    }
   });
   asio::ip::tcp::socket c(io);
   c.connect(acceptor.local_endpoint());
@@ -99,8 +102,8 @@ void raw_echo(size_t bytes, int iters) {
   std::vector<double> us;
   for (int i = 0; i < iters + iters / 10; ++i) {
     const auto t0 = Clock::now();
-    asio::write(c, asio::buffer(out));
-    asio::read(c, asio::buffer(in));
+    asio::write(c, asio::buffer(out), rpc::tcp_detail::TransferAll{});
+    asio::read(c, asio::buffer(in), rpc::tcp_detail::TransferAll{});
     if (i >= iters / 10) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   c.close();

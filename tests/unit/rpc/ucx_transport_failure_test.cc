@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "base/error.h"
+#include "rpc/ucx/ucx_context.h"
 #include "rpc/ucx/ucx_envelope.h"
 #include "tensor/compare.h"
 #include "ucx_test_harness.h"
@@ -121,7 +123,7 @@ TEST_CASE("ucx transport: a frame over the receiver's limits fails both sides, a
   // b's reset reaches a, which reports b and makes a new connection for its next send.
   REQUIRE(a.wait_failures(1));
   CHECK(a.failures()[0].first == 1);
-  CHECK_THAT(a.failures()[0].second, Catch::Contains("worker 1 (node1) dropped this worker's messages") &&
+  CHECK_THAT(a.failures()[0].second, Catch::Contains("worker 1 (node1) dropped the messages of this worker") &&
                                          Catch::Contains("exceeds the limit"));
   a.send(1, make_message(4, {ones({1 << 18})}, "after the reset"));
   REQUIRE(b.wait_messages(2));
@@ -185,14 +187,17 @@ class RawWorker {
     ucp_cleanup(context_);
   }
 
-  const std::vector<uint8_t>& address() const { return address_; }
+  // As a transport publishes it: this one worker stands for both the data and the monitor worker.
+  std::vector<uint8_t> address() const { return ucx_detail::pack_addresses({address_, address_}); }
   const std::vector<std::string>& resets() const { return resets_; }
   const std::vector<ucx_detail::Envelope>& frames() const { return frames_; }
 
+  // Connects to the data worker of the transport whose local_address() is `to`.
   void connect(const std::vector<uint8_t>& to) {
+    const std::vector<uint8_t> data = ucx_detail::unpack_addresses(to, "test").data;
     ucp_ep_params_t p{};
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    p.address = reinterpret_cast<const ucp_address_t*>(to.data());
+    p.address = reinterpret_cast<const ucp_address_t*>(data.data());
     REQUIRE(ucp_ep_create(worker_, &p, &ep_) == UCS_OK);
   }
   // Sends one active message and progresses until it is out.
@@ -210,6 +215,16 @@ class RawWorker {
     const auto deadline = Clock::now() + 3s;
     while (resets_.size() < n && Clock::now() < deadline) ucp_worker_progress(worker_);
     return resets_.size() >= n;
+  }
+  // Progresses this worker (so that the transport's endpoints to it connect) until `done` or 3 s.
+  bool progress_until(const std::function<bool()>& done, std::chrono::milliseconds at_least = 0ms) {
+    const auto start = Clock::now();
+    while (Clock::now() < start + 3s) {
+      ucp_worker_progress(worker_);
+      if (Clock::now() >= start + at_least && done()) return true;
+      std::this_thread::sleep_for(50us);
+    }
+    return false;
   }
   bool wait_frames(size_t n) {
     const auto deadline = Clock::now() + 3s;
@@ -260,54 +275,54 @@ TEST_CASE("ucx transport: malformed active messages are dropped, reported and an
   const int32_t twos[4] = {2, 2, 2, 2};
   std::memcpy(payload.data(), twos, 16);
   mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 0, &hello), payload);
-  REQUIRE(b.wait_messages(1));
+  REQUIRE(mallory.progress_until([&] { return b.messages().size() >= 1; }));
   CHECK(b.messages()[0].from == 5);
   CHECK(equal(b.messages()[0].msg.tensors.at(0), full({4}, 2, DType::Int32)));
 
   SECTION("an envelope without the magic has no sender to blame: dropped, nothing reported") {
     std::vector<uint8_t> junk(40, 0xab);
     mallory.send(ucx_detail::kFrameAmId, junk, {});
-    std::this_thread::sleep_for(100ms);
+    mallory.progress_until([] { return true; }, 100ms);
     CHECK(b.failures().empty());
     CHECK(b.messages().size() == 1);
   }
   SECTION("a payload over the limit") {
     const Message huge = make_message(2, {ones({1 << 19})});  // 2 MiB > 1 MiB
     mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 1, &huge), std::vector<uint8_t>(16));
-    REQUIRE(b.wait_failures(1));
+    REQUIRE(mallory.progress_until([&] { return b.failures().size() >= 1; }));
     CHECK(b.failures()[0].first == 5);
     CHECK_THAT(b.failures()[0].second, Catch::Contains("mallory") && Catch::Contains("exceeds the limit"));
     REQUIRE(mallory.wait_resets(1));
     CHECK_THAT(mallory.resets()[0], Catch::Contains("exceeds the limit"));
     // The rest of that stream is dropped.
     mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 2, &hello), payload);
-    std::this_thread::sleep_for(100ms);
+    mallory.progress_until([] { return true; }, 100ms);
     CHECK(b.messages().size() == 1);
     // A new stream (what a real sender makes after the reset) is accepted.
     mallory.send(ucx_detail::kFrameAmId, header_for(5, 78, 0, &hello), payload);
-    REQUIRE(b.wait_messages(2));
+    REQUIRE(mallory.progress_until([&] { return b.messages().size() >= 2; }));
   }
   SECTION("a frame header with a bad magic") {
     std::vector<uint8_t> header = header_for(5, 77, 1, &hello);
     header[ucx_detail::kEnvelopeBytes] ^= 0xff;
     mallory.send(ucx_detail::kFrameAmId, header, payload);
-    REQUIRE(b.wait_failures(1));
+    REQUIRE(mallory.progress_until([&] { return b.failures().size() >= 1; }));
     CHECK_THAT(b.failures()[0].second, Catch::Contains("bad magic"));
   }
   SECTION("data that does not match the frame header") {
     mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 1, &hello), std::vector<uint8_t>(15));
-    REQUIRE(b.wait_failures(1));
+    REQUIRE(mallory.progress_until([&] { return b.failures().size() >= 1; }));
     CHECK_THAT(b.failures()[0].second, Catch::Contains("15 bytes of tensor data"));
   }
   SECTION("a sequence number seen before") {
     mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 0, &hello), payload);
-    REQUIRE(b.wait_failures(1));
+    REQUIRE(mallory.progress_until([&] { return b.failures().size() >= 1; }));
     CHECK_THAT(b.failures()[0].second, Catch::Contains("arrived twice"));
   }
   // Whatever happened, the other peers are unaffected.
   const size_t before = b.messages().size();
   a.send(1, make_message(9, {}, "from a"));
-  REQUIRE(b.wait_messages(before + 1));
+  REQUIRE(mallory.progress_until([&] { return b.messages().size() >= before + 1; }));
   CHECK(meta_of(b.messages().back().msg) == "from a");
   CHECK(b.messages().back().from == 0);
   for (const auto& f : b.failures()) CHECK(f.first == 5);
@@ -335,10 +350,10 @@ TEST_CASE("ucx transport: a reset from the receiver fails the connection, and th
     mallory.send(ucx_detail::kResetAmId, header, {reason.begin(), reason.end()});
   };
   reset(first.stream + 1);  // not a's stream: ignored
-  std::this_thread::sleep_for(100ms);
+  mallory.progress_until([] { return true; }, 100ms);
   CHECK(a.failures().empty());
   reset(first.stream);
-  REQUIRE(a.wait_failures(1));
+  REQUIRE(mallory.progress_until([&] { return a.failures().size() >= 1; }));
   CHECK(a.failures()[0].first == 5);
   CHECK_THAT(a.failures()[0].second, Catch::Contains("mallory") && Catch::Contains("test reason"));
 
