@@ -50,6 +50,34 @@ void add_collectives_command(CLI::App& bench, runtime::CollectivesBenchOptions& 
   c->add_option("-T,--timeout", o.timeout_s, "Seconds per op and for connecting")->capture_default_str()->check(CLI::PositiveNumber);
 }
 
+void add_rpc_command(CLI::App& bench, runtime::RpcBenchOptions& o) {
+  CLI::App* c = bench.add_subcommand(
+      "rpc",
+      "Time RPC calls from worker0 to worker1: rpc_sync latency (p50/p99) of an empty call and of a 64-byte "
+      "tensor echo, echo throughput of 1 MiB and 16 MiB tensors, remote + to_here latency, and rpc_async calls/s "
+      "with --in-flight calls outstanding; prints a table with the issue's targets and a 'RESULT rpc ...' line per "
+      "row. Run it as 2 processes: mpirun -np 2 braid bench rpc (or an env:// job: RANK, WORLD_SIZE, "
+      "MASTER_ADDR, MASTER_PORT). bench/run_rpc_bench.sh puts PyTorch's TensorPipe agent next to it.");
+  c->add_option("--transport", o.transport, "RPC transport")->capture_default_str()->check(CLI::IsMember({"tcp", "ucx"}));
+  c->add_option("-n,--iters", o.iters, "Timed calls per latency row (empty, echo 64 B, remote + to_here)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--echo-iters", o.echo_iters, "Timed calls per large echo row (1 MiB, 16 MiB)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("-w,--warmup", o.warmup, "Untimed calls before each row (large echoes: at most 5)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--async-calls", o.async_calls, "Timed rpc_async calls")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--in-flight", o.in_flight, "rpc_async calls kept outstanding")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--threads", o.threads, "num_worker_threads of each agent")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--init-method", o.init_method,
+                "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
+  c->add_option("-T,--timeout", o.timeout_s, "Seconds per call, for joining and for the graceful shutdown")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
 }  // namespace
 
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -68,6 +96,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   mlp->add_option("--warmup", o.warmup, "Untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
   mlp->add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str()->check(CLI::PositiveNumber);
   add_collectives_command(*bench, options.collectives);
+  add_rpc_command(*bench, options.rpc);
   return bench;
 }
 
@@ -89,6 +118,13 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
       fmt::print(stderr, "braid: bench collectives: {} wrong elements\n", wrong);
       return 1;
     }
+    return 0;
+  }
+  if (bench.get_subcommand("rpc")->parsed()) {
+    runtime::run_rpc_bench(options.rpc, [](const std::string& text) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    });
     return 0;
   }
   return 2;

@@ -1,21 +1,24 @@
 // `braid bench <what>`: built-in benchmarks. `braid bench mlp` times one training step (forward, backward,
 // SGD) of an MLP; bench/run_mlp_bench.sh puts it next to the same step in PyTorch. `braid bench
 // collectives` times a collective through braid and through the raw engine (MPI, Gloo, NCCL) side by side.
+// `braid bench rpc` times RPC calls between two workers (bench/run_rpc_bench.sh adds PyTorch's TensorPipe).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include "runtime/collectives_bench.h"
 #include "runtime/mlp_bench.h"
+#include "runtime/rpc_bench.h"
 
 namespace braid::cli {
 
 struct BenchOptions {
   runtime::MlpBenchOptions mlp;
   runtime::CollectivesBenchOptions collectives;
+  runtime::RpcBenchOptions rpc;
 };
 
-// Registers `bench` with its `mlp` and `collectives` subcommands on `app`.
+// Registers `bench` with its `mlp`, `collectives` and `rpc` subcommands on `app`.
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
 // Runs the parsed benchmark and prints its table; returns the exit code.
 int run_bench_command(CLI::App& bench, const BenchOptions& options);
