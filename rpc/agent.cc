@@ -163,7 +163,7 @@ void RpcAgent::send_request(int to, MessageType type, std::vector<uint8_t> meta,
     }
     msg.id = next_request_id_++;
     const auto deadline = Clock::now() + t;
-    wake_timer = deadlines_.empty() || deadline < deadlines_.begin()->first;
+    wake_timer = deadline < timer_wake_at_;
     auto dl = deadlines_.emplace(deadline, msg.id);
     pending_.emplace(msg.id, Pending{to, dl, std::move(what), t, std::move(on_reply)});
   }
@@ -277,16 +277,17 @@ void RpcAgent::on_peer_failure(int peer, const std::string& reason) {
 }
 
 void RpcAgent::timer_loop() {
+  // With nothing pending the thread still wakes every kTimerHeartbeat: a call's deadline (never sooner
+  // than its send) is then checked within that time even though the send did not wake the thread.
+  constexpr Millis kTimerHeartbeat{50};
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (state_ == State::kStopped) return;
-    if (deadlines_.empty()) {
-      timer_cv_.wait(lock);
-      continue;
-    }
-    const auto next = deadlines_.begin()->first;
-    if (Clock::now() < next) {
-      timer_cv_.wait_until(lock, next);
+    const auto now = Clock::now();
+    if (deadlines_.empty() || now < deadlines_.begin()->first) {
+      timer_wake_at_ = now + kTimerHeartbeat;
+      if (!deadlines_.empty()) timer_wake_at_ = std::min(timer_wake_at_, deadlines_.begin()->first);
+      timer_cv_.wait_until(lock, timer_wake_at_);
       continue;
     }
     const uint64_t id = deadlines_.begin()->second;

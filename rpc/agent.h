@@ -155,6 +155,9 @@ class RpcAgent {
   enum class State { kRunning, kDraining, kClosing, kStopped } state_ = State::kRunning;  // GUARDED_BY(mu_)
   size_t serving_ = 0;  // requests being served (for draining)            GUARDED_BY(mu_)
   std::condition_variable timer_cv_;
+  // When the timer thread wakes next on its own (GUARDED_BY(mu_)): a send wakes it only for an earlier
+  // deadline, so a call costs no extra thread wake-up in the common case.
+  std::chrono::steady_clock::time_point timer_wake_at_{};
   std::thread timer_;
   std::unique_ptr<ThreadPool> pool_;
   size_t leaked_rrefs_ = 0;

@@ -140,7 +140,9 @@ void TcpTransport::on_failed(const std::shared_ptr<TcpConnection>& conn, FailKin
   } else if (kind == FailKind::kUnknownPeer) {
     log->warn("tcp transport (worker {}): closing the connection: {}", self_id_, reason);
   } else if (was_active && report) {
-    log->warn("tcp transport (worker {}): {}", self_id_, reason);
+    // A peer that shuts down closes its connections too: the agent, told through on_peer_failure,
+    // knows whether calls were pending and logs an error only then.
+    log->info("tcp transport (worker {}): {}", self_id_, reason);
   } else if (retrying) {
     log->debug("tcp transport (worker {}): {} (attempt {} of {}, retrying)", self_id_, reason, attempt,
                options_.connect_retries);
