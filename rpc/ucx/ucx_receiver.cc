@@ -123,7 +123,7 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
     if (fetch == Fetch::kDone && !finish_fetch(key, stream, *in)) return UCS_OK;
   }
   if (in->complete && env.seq == stream.next_seq && stream.pending.empty()) {
-    deliveries_.push_back({env.sender, std::move(in->msg)});  // the common case: in order, nothing waiting
+    deliveries_.push_back({env.sender, std::move(in->msg), env.seq == 0});  // in order, nothing waiting
     ++stream.next_seq;
     return UCS_OK;
   }
@@ -230,7 +230,7 @@ void UcxReceiver::deliver_ready(Stream& stream) {
   while (!stream.pending.empty()) {
     auto it = stream.pending.begin();
     if (it->first != stream.next_seq || !it->second->complete) break;
-    deliveries_.push_back({stream.sender, std::move(it->second->msg)});
+    deliveries_.push_back({stream.sender, std::move(it->second->msg), it->first == 0});
     stream.pending.erase(it);
     ++stream.next_seq;
   }

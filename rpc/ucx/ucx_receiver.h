@@ -35,6 +35,7 @@ namespace braid::rpc::ucx_detail {
 struct Delivery {
   int from = -1;
   Message msg;
+  bool first_of_stream = false;  // sequence number 0: the sender (re)connected
 };
 
 struct Rejection {
