@@ -37,7 +37,8 @@ auto& log() { return *logging::get("braid.rpc"); }
 
 }  // namespace
 
-UcxTransport::UcxTransport(const TransportOptions& options) : options_(options) {
+UcxTransport::UcxTransport(const TransportOptions& options, size_t fetch_budget)
+    : options_(options), fetch_budget_(fetch_budget) {
   context_ = std::make_unique<UcxContext>();
   data_worker_ = std::make_unique<UcxWorker>(*context_);
   monitor_worker_ = std::make_unique<UcxWorker>(*context_);
@@ -77,7 +78,7 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
   BRAID_CHECK_ARG(self_id >= 0, "ucx transport: start(): worker id must be >= 0, got {}", self_id);
   self_id_ = self_id;
   handlers_ = std::move(handlers);
-  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id);
+  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id, fetch_budget_);
   receiver_->install();
   ucp_am_handler_param_t param{};
   param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -244,7 +245,7 @@ bool UcxTransport::drain_queue() {
 }
 
 bool UcxTransport::handle_events() {
-  bool any = false;
+  bool any = receiver_->pump();
   if (receiver_->has_events()) {
     any = true;
     // Deliveries first: they arrived before whatever the rejections are about.
