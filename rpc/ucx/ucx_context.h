@@ -1,9 +1,9 @@
-// RAII owners of the UCX objects the transport uses (private to rpc/ucx/): one ucp_context and one
-// ucp_worker, plus the small helpers every file of the transport needs (status text, request checks).
+// RAII owners of the UCX objects the transport uses (private to rpc/ucx/): the ucp context and its
+// workers, plus the helpers every file of the transport needs (status text, the address format).
 //
-// Thread affinity: the worker runs in UCS_THREAD_MODE_SINGLE, so after construction exactly one thread
-// at a time may call into it — the transport's progress thread between start() and the end of its
-// loop, the owning thread before and after. The handover is ordered by the thread's creation and join.
+// Thread affinity: workers run in UCS_THREAD_MODE_SINGLE, so exactly one thread at a time may call into
+// one — the transport's progress thread between start() and the end of its loop, the owning thread
+// before and after. The hand-over is ordered by the thread's creation and join.
 #pragma once
 
 #include <ucp/api/ucp.h>

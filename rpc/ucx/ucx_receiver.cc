@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -20,6 +21,9 @@ struct UcxReceiver::Incoming {
   bool fetching = false;               // a rendezvous fetch is in flight (its callback holds a pointer here)
   ucs_status_t fetch_status = UCS_OK;
   void* request = nullptr;             // the fetch's request while it is in flight
+  void* descriptor = nullptr;          // a rendezvous descriptor not yet handed to ucp_am_recv_data_nbx
+  size_t length = 0;                   // of the AM data
+  std::vector<uint8_t> head;           // the AM header, kept while the fetch waits for the budget
   std::vector<ucp_dt_iov_t> iov;       // fetch targets when there are several tensors
   std::vector<uint8_t> staging;        // fetch target when the prefix travels in the data
 };
@@ -33,8 +37,8 @@ ucs_status_t frame_handler(void* arg, const void* header, size_t header_length, 
 
 }  // namespace
 
-UcxReceiver::UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id)
-    : worker_(worker), limits_(limits), self_id_(self_id) {}
+UcxReceiver::UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id, size_t fetch_budget)
+    : worker_(worker), limits_(limits), self_id_(self_id), fetch_budget_(fetch_budget) {}
 
 UcxReceiver::~UcxReceiver() = default;
 
@@ -84,16 +88,6 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
       BRAID_CHECK_TYPED(WireError, header_length == kEnvelopeBytes + env.prefix_bytes,
                         "ucx envelope: header of {} bytes, envelope says {} + {} (frame prefix)", header_length,
                         kEnvelopeBytes, env.prefix_bytes);
-      parse_prefix(*in, head.subspan(kEnvelopeBytes), length);
-      if (!rendezvous) {
-        const auto* bytes = static_cast<const uint8_t*>(data);
-        size_t at = 0;
-        for (const auto& span : receive_spans(in->msg)) {
-          std::memcpy(span.data(), bytes + at, span.size());
-          at += span.size();
-        }
-        in->complete = true;
-      }
     } else {
       BRAID_CHECK_TYPED(WireError, header_length == kEnvelopeBytes,
                         "ucx envelope: header of {} bytes, expected {} (frame prefix in the data)", header_length,
@@ -101,12 +95,20 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
       BRAID_CHECK_TYPED(WireError, length >= env.prefix_bytes && length - env.prefix_bytes <= limits_.max_payload_bytes,
                         "ucx frame: data of {} bytes for a frame prefix of {} bytes and at most {} payload bytes",
                         length, env.prefix_bytes, limits_.max_payload_bytes);
-      if (!rendezvous) {
-        parse_whole(*in, {static_cast<const uint8_t*>(data), length});
-        in->complete = true;
+    }
+    if (!rendezvous) {
+      if (env.prefix_in_header()) {
+        parse_prefix(*in, head.subspan(kEnvelopeBytes), length);
+        const auto* bytes = static_cast<const uint8_t*>(data);
+        size_t at = 0;
+        for (const auto& span : receive_spans(in->msg)) {
+          std::memcpy(span.data(), bytes + at, span.size());
+          at += span.size();
+        }
       } else {
-        in->staging.resize(length);
+        parse_whole(*in, {static_cast<const uint8_t*>(data), length});
       }
+      in->complete = true;
     }
   } catch (const std::exception& e) {
     // WireError names the field; anything else (an allocation that failed) still must not escape.
@@ -114,22 +116,76 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
     return UCS_OK;
   }
   if (rendezvous) {
-    const Fetch fetch = start_fetch(*in, data);
-    if (fetch == Fetch::kFailed) {
-      reject(key, stream, fmt::format("fetching the data of message {} ({} bytes) failed: {}", env.seq, length,
-                                      status_text(in->fetch_status)), false);
-      return UCS_OK;
+    in->descriptor = data;
+    in->length = length;
+    if (!may_fetch(length)) {
+      // Over the budget: the descriptor is kept (UCS_INPROGRESS) and fetched by pump() later.
+      in->head.assign(head.begin(), head.end());
+      deferred_.emplace_back(key, env.seq);
+      stream.pending.emplace(env.seq, std::move(in));
+      return UCS_INPROGRESS;
     }
-    if (fetch == Fetch::kDone && !finish_fetch(key, stream, *in)) return UCS_OK;
+    if (!begin_fetch(key, stream, *in, head, true)) return UCS_OK;
   }
   if (in->complete && env.seq == stream.next_seq && stream.pending.empty()) {
-    deliveries_.push_back({env.sender, std::move(in->msg)});  // the common case: in order, nothing waiting
+    deliveries_.push_back({env.sender, std::move(in->msg), env.seq == 0});  // in order, nothing waiting
     ++stream.next_seq;
     return UCS_OK;
   }
   stream.pending.emplace(env.seq, std::move(in));
   deliver_ready(stream);
   return UCS_OK;
+}
+
+bool UcxReceiver::begin_fetch(const StreamKey& key, Stream& stream, Incoming& in, std::span<const uint8_t> head,
+                              bool in_callback) {
+  try {
+    if (in.env.prefix_in_header()) {
+      parse_prefix(in, head.subspan(kEnvelopeBytes), in.length);
+    } else {
+      in.staging.resize(in.length);
+    }
+  } catch (const std::exception& e) {
+    void* descriptor = std::exchange(in.descriptor, nullptr);
+    if (!in_callback) ucp_am_data_release(worker_, descriptor);
+    reject(key, stream, e.what(), true);
+    return false;
+  }
+  std::vector<uint8_t>().swap(in.head);
+  const Fetch fetch = start_fetch(in);  // UCX owns the descriptor from here on, whatever the outcome
+  in.descriptor = nullptr;
+  if (fetch == Fetch::kFailed) {
+    reject(key, stream, fmt::format("fetching the data of message {} ({} bytes) failed: {}", in.env.seq, in.length,
+                                    status_text(in.fetch_status)), false);
+    return false;
+  }
+  if (fetch == Fetch::kDone) return finish_fetch(key, stream, in);
+  return true;
+}
+
+bool UcxReceiver::pump() {
+  bool any = false;
+  while (!deferred_.empty()) {
+    const auto [key, seq] = deferred_.front();
+    const auto sit = streams_.find(key);
+    if (sit == streams_.end()) {
+      deferred_.pop_front();
+      continue;
+    }
+    Stream& stream = sit->second;
+    const auto it = stream.pending.find(seq);
+    if (it == stream.pending.end() || it->second->descriptor == nullptr) {
+      deferred_.pop_front();  // its stream was killed (and the descriptor released) meanwhile
+      continue;
+    }
+    Incoming& in = *it->second;
+    if (fetches_in_flight_ > 0 && bytes_fetching_ + in.length > fetch_budget_) break;
+    deferred_.pop_front();
+    any = true;
+    const std::vector<uint8_t> head = std::move(in.head);
+    if (begin_fetch(key, stream, in, head, false) && in.complete) deliver_ready(stream);
+  }
+  return any;
 }
 
 void UcxReceiver::parse_prefix(Incoming& in, std::span<const uint8_t> prefix, size_t payload_length) const {
@@ -153,7 +209,7 @@ void UcxReceiver::parse_whole(Incoming& in, std::span<const uint8_t> bytes) cons
   }
 }
 
-UcxReceiver::Fetch UcxReceiver::start_fetch(Incoming& in, void* descriptor) {
+UcxReceiver::Fetch UcxReceiver::start_fetch(Incoming& in) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
                        UCP_OP_ATTR_FIELD_MEMORY_TYPE;
@@ -176,7 +232,7 @@ UcxReceiver::Fetch UcxReceiver::start_fetch(Incoming& in, void* descriptor) {
       count = in.iov.size();
     }
   }
-  void* request = ucp_am_recv_data_nbx(worker_, descriptor, buffer, count, &param);
+  void* request = ucp_am_recv_data_nbx(worker_, in.descriptor, buffer, count, &param);
   if (UCS_PTR_IS_ERR(request)) {
     in.fetch_status = UCS_PTR_STATUS(request);
     return Fetch::kFailed;
@@ -185,6 +241,7 @@ UcxReceiver::Fetch UcxReceiver::start_fetch(Incoming& in, void* descriptor) {
   in.fetching = true;
   in.request = request;
   ++fetches_in_flight_;
+  bytes_fetching_ += in.length;
   return Fetch::kPending;
 }
 
@@ -198,6 +255,7 @@ void UcxReceiver::on_fetched(Incoming* in, ucs_status_t status) {
   in->fetching = false;
   in->request = nullptr;
   --fetches_in_flight_;
+  bytes_fetching_ -= in->length;
   const StreamKey key = in->key;
   Stream& stream = streams_.at(key);  // streams are never erased
   if (closed_ || stream.dead) {
@@ -230,7 +288,7 @@ void UcxReceiver::deliver_ready(Stream& stream) {
   while (!stream.pending.empty()) {
     auto it = stream.pending.begin();
     if (it->first != stream.next_seq || !it->second->complete) break;
-    deliveries_.push_back({stream.sender, std::move(it->second->msg)});
+    deliveries_.push_back({stream.sender, std::move(it->second->msg), it->first == 0});
     stream.pending.erase(it);
     ++stream.next_seq;
   }
@@ -238,8 +296,12 @@ void UcxReceiver::deliver_ready(Stream& stream) {
 
 void UcxReceiver::kill(Stream& stream) {
   stream.dead = true;
-  // Entries with a fetch in flight stay until its callback, which finds the stream dead and drops them.
-  std::erase_if(stream.pending, [](const auto& entry) { return !entry.second->fetching; });
+  // Entries with a fetch in flight stay until its callback, which finds the stream dead and drops them;
+  // those still waiting for the budget give their descriptor back (their sender's request completes).
+  std::erase_if(stream.pending, [this](const auto& entry) {
+    if (entry.second->descriptor != nullptr) ucp_am_data_release(worker_, entry.second->descriptor);
+    return !entry.second->fetching;
+  });
 }
 
 void UcxReceiver::reject(const StreamKey& key, Stream& stream, std::string reason, bool malformed) {
@@ -262,6 +324,7 @@ std::vector<Rejection> UcxReceiver::take_rejections() {
 void UcxReceiver::close() {
   closed_ = true;
   for (auto& [key, stream] : streams_) kill(stream);
+  deferred_.clear();
   deliveries_.clear();
   rejections_.clear();
 }
@@ -274,6 +337,7 @@ void UcxReceiver::release_requests() {
       in->request = nullptr;
       in->fetching = false;
       --fetches_in_flight_;
+      bytes_fetching_ -= in->length;
     }
   }
 }

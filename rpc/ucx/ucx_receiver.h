@@ -9,7 +9,10 @@
 //
 // Data. Eager data is copied into the tensors that decode_body() allocated. Rendezvous data is fetched
 // with ucp_am_recv_data_nbx straight into the tensors' storage (one IOV entry per tensor), or into a
-// staging buffer when the frame prefix travels in the data (ucx_envelope.h).
+// staging buffer when the frame prefix travels in the data (ucx_envelope.h). Fetches are bounded: while
+// fetch_budget bytes are being fetched, further rendezvous messages wait (their descriptors kept, their
+// tensors not yet allocated, their senders' requests pending), so a fast sender of large messages
+// cannot make this side allocate without limit.
 //
 // Errors. A malformed envelope or frame, a sequence number out of place or a failed fetch kills the
 // stream (later messages on it are dropped) and is reported as a Rejection for the transport to log
@@ -20,6 +23,7 @@
 #include <ucp/api/ucp.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +39,7 @@ namespace braid::rpc::ucx_detail {
 struct Delivery {
   int from = -1;
   Message msg;
+  bool first_of_stream = false;  // sequence number 0: the sender (re)connected
 };
 
 struct Rejection {
@@ -47,8 +52,10 @@ struct Rejection {
 class UcxReceiver {
  public:
   static constexpr size_t kMaxReorder = 1u << 16;
+  static constexpr size_t kDefaultFetchBudget = size_t{256} << 20;
 
-  UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id);
+  // `fetch_budget`: bytes fetched at once (one fetch is always allowed, whatever its size).
+  UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id, size_t fetch_budget);
   ~UcxReceiver();
   UcxReceiver(const UcxReceiver&) = delete;
   UcxReceiver& operator=(const UcxReceiver&) = delete;
@@ -64,6 +71,8 @@ class UcxReceiver {
   std::vector<Rejection> take_rejections();
   bool has_events() const { return !deliveries_.empty() || !rejections_.empty(); }
   size_t fetches_in_flight() const { return fetches_in_flight_; }
+  // Starts the fetches that waited for the budget; true if it started any. Called outside UCX callbacks.
+  bool pump();
 
   // Shutdown: nothing is delivered or rejected any more; fetches still in flight complete into the void.
   void close();
@@ -92,8 +101,16 @@ class UcxReceiver {
   void parse_prefix(Incoming& in, std::span<const uint8_t> prefix, size_t payload_length) const;
   // Parses a prefix + payload laid out back to back (eager data, or a staging buffer).
   void parse_whole(Incoming& in, std::span<const uint8_t> bytes) const;
+  // Parses the frame (header bytes `head`) and starts its rendezvous fetch; false if `in` was rejected.
+  // `in_callback`: inside the AM handler, where a descriptor that is not used is dropped by returning
+  // UCS_OK; elsewhere it must be released.
+  bool begin_fetch(const StreamKey& key, Stream& stream, Incoming& in, std::span<const uint8_t> head,
+                   bool in_callback);
   // Starts the rendezvous fetch into in.msg's tensors or in.staging.
-  Fetch start_fetch(Incoming& in, void* descriptor);
+  Fetch start_fetch(Incoming& in);
+  bool may_fetch(size_t length) const {
+    return deferred_.empty() && (fetches_in_flight_ == 0 || bytes_fetching_ + length <= fetch_budget_);
+  }
   void deliver_ready(Stream& stream);
   void kill(Stream& stream);
   void reject(const StreamKey& key, Stream& stream, std::string reason, bool malformed);
@@ -101,8 +118,11 @@ class UcxReceiver {
   ucp_worker_h worker_;
   WireLimits limits_;
   int self_id_;
+  size_t fetch_budget_;
   bool closed_ = false;
   size_t fetches_in_flight_ = 0;
+  size_t bytes_fetching_ = 0;
+  std::deque<std::pair<StreamKey, uint64_t>> deferred_;  // (stream, seq) of messages waiting to be fetched
   std::map<StreamKey, Stream> streams_;  // dead streams stay, so that their leftovers are recognised
   std::vector<Delivery> deliveries_;
   std::vector<Rejection> rejections_;

@@ -30,14 +30,15 @@ namespace braid::rpc::ucx_detail {
 namespace {
 
 constexpr size_t kPoolBuffers = 1024;            // prefix buffers kept for reuse
-constexpr size_t kPoolBufferCapacity = 1 << 20;  // larger ones are freed, not kept
+constexpr size_t kPoolBufferCapacity = 64 << 10;  // larger ones (a big meta) are freed, not kept
 constexpr int kSleepMs = 100;                    // the longest single sleep; the loop re-checks after it
 
 auto& log() { return *logging::get("braid.rpc"); }
 
 }  // namespace
 
-UcxTransport::UcxTransport(const TransportOptions& options) : options_(options) {
+UcxTransport::UcxTransport(const TransportOptions& options, size_t fetch_budget)
+    : options_(options), fetch_budget_(fetch_budget) {
   context_ = std::make_unique<UcxContext>();
   data_worker_ = std::make_unique<UcxWorker>(*context_);
   monitor_worker_ = std::make_unique<UcxWorker>(*context_);
@@ -59,7 +60,8 @@ UcxTransport::~UcxTransport() {
 
 std::string UcxTransport::describe_address(const std::vector<uint8_t>& address) const {
   if (address.empty()) return "(empty ucx worker address)";
-  return fmt::format("ucx worker address ({} bytes)", address.size());  // binary; its size is all one can read
+  // The bytes are binary (two packed ucp worker addresses): only their size says anything in a log.
+  return fmt::format("ucx worker address ({} bytes)", address.size());
 }
 
 std::string UcxTransport::peer_label(int peer) const {
@@ -76,7 +78,7 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
   BRAID_CHECK_ARG(self_id >= 0, "ucx transport: start(): worker id must be >= 0, got {}", self_id);
   self_id_ = self_id;
   handlers_ = std::move(handlers);
-  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id);
+  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id, fetch_budget_);
   receiver_->install();
   ucp_am_handler_param_t param{};
   param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -92,7 +94,7 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
                 status_text(st));
   }
   monitors_ = probe_monitor_support();
-  // The worker and everything above now belong to the progress thread (thread creation orders the hand-over).
+  // The workers and everything above now belong to the progress thread (its creation orders the hand-over).
   thread_ = std::thread([this] { run(); });
   started_.store(true, std::memory_order_release);
   log().debug("ucx transport: worker {} started ({})", self_id, describe_address(address_));
@@ -175,7 +177,7 @@ void UcxTransport::shutdown() {
     wake();
     thread_.join();
   } else {
-    teardown();  // never started: no endpoint exists, only the worker to destroy
+    teardown();  // never started: no endpoint exists, only the workers to destroy
   }
   data_worker_.reset();
   monitor_worker_.reset();
@@ -227,6 +229,7 @@ bool UcxTransport::drain_queue() {
     }
     returned_buffers_.clear();
     if (queue_.empty()) return false;
+    batch_.clear();  // left over only if posting threw last time: those are not posted twice
     batch_.swap(queue_);
   }
   for (auto& out : batch_) {
@@ -242,15 +245,16 @@ bool UcxTransport::drain_queue() {
 }
 
 bool UcxTransport::handle_events() {
-  bool any = false;
+  bool any = receiver_->pump();
   if (receiver_->has_events()) {
     any = true;
     // Deliveries first: they arrived before whatever the rejections are about.
     for (auto& d : receiver_->take_deliveries()) {
-      // A peer that sends to us gets our endpoints too (once): its failure is then noticed, and UCX has
-      // an endpoint with an error handler for the messages still queued from it if it dies.
+      // A peer that sends to us gets our endpoints too: its failure is then noticed, and UCX has an
+      // endpoint with an error handler for the messages still queued from it if it dies. After a failure
+      // only a new stream (a peer that came back) does, not what a dead peer left queued.
       Connection& c = connection(d.from);
-      if (c.data == nullptr && !c.failed) ensure_connected(c);
+      if (c.data == nullptr && (!c.failed || d.first_of_stream)) ensure_connected(c);
       deliver(d.from, std::move(d.msg));
     }
     for (auto& r : receiver_->take_rejections()) {

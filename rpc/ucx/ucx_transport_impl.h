@@ -38,7 +38,9 @@ class UcxTransport final : public Transport {
   // How long shutdown() lets sends finish and endpoints flush before the workers are destroyed.
   static constexpr std::chrono::milliseconds kCloseTimeout{1000};
 
-  explicit UcxTransport(const TransportOptions& options);
+  // `fetch_budget`: see UcxReceiver (tests use a small one).
+  explicit UcxTransport(const TransportOptions& options,
+                        size_t fetch_budget = UcxReceiver::kDefaultFetchBudget);
   ~UcxTransport() override;
 
   std::string name() const override { return "ucx"; }
@@ -137,6 +139,7 @@ class UcxTransport final : public Transport {
   static void on_close_done(void* request, ucs_status_t status, void* user_data);
 
   const TransportOptions options_;
+  const size_t fetch_budget_;
 
   // Shared.
   mutable std::shared_mutex peers_mu_;

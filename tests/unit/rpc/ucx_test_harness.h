@@ -32,7 +32,9 @@ class Node {
   using Handler = std::function<void(Node& self, int from, Message msg)>;
 
   explicit Node(int id, TransportOptions options = {}, Handler handler = {})
-      : id_(id), transport_(make_ucx_transport(options)), handler_(std::move(handler)) {
+      : Node(id, make_ucx_transport(options), std::move(handler)) {}
+  Node(int id, std::unique_ptr<Transport> transport, Handler handler = {})
+      : id_(id), transport_(std::move(transport)), handler_(std::move(handler)) {
     TransportHandlers h;
     h.on_message = [this](int from, Message msg) {
       if (handler_) {

@@ -74,14 +74,14 @@ TEST_CASE("ucx transport benchmark", "[.bench][rpc][ucx]") {
   Waiter w;
   std::counting_semaphore<1024> window(64);
   std::atomic<bool> windowed{false};
-  Node client(0, {}, [&](Node&, int, Message) {
+  Node client(0, TransportOptions{}, [&](Node&, int, Message) {
     if (windowed.load(std::memory_order_relaxed)) {
       window.release();
       return;
     }
     w.on_reply();
   });
-  Node server(1, {}, echo());
+  Node server(1, TransportOptions{}, echo());
   introduce({&client, &server});
 
   round_trips("empty message", client, w, [] { return make_message(1); }, 20000);

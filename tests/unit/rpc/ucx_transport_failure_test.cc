@@ -105,7 +105,9 @@ TEST_CASE("ucx transport: shutdown with messages in flight is clean and bounded"
     ++next[round];
     CHECK(r.msg.tensors.at(0).numel() == ((r.msg.id % 4 == 0) ? (1 << 20) : 16));
   }
-  CHECK(b.failures().empty());
+  // b connected back to each a it heard from, and noticed it leave: at most once per round.
+  CHECK(b.failures().size() <= 3);
+  for (const auto& f : b.failures()) CHECK(f.first == 0);
 }
 
 TEST_CASE("ucx transport: a frame over the receiver's limits fails both sides, and the sender reconnects",

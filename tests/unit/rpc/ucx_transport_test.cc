@@ -10,6 +10,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "rpc/ucx/ucx_transport_impl.h"
 #include "tensor/compare.h"
 #include "ucx_test_harness.h"
 
@@ -154,6 +155,28 @@ TEST_CASE("ucx transport: a 64 MiB tensor arrives intact", "[rpc][ucx]") {
   REQUIRE(got[0].msg.tensors.size() == 1);
   CHECK(got[0].msg.tensors[0].nbytes() == size_t{64} << 20);
   CHECK(equal(got[0].msg.tensors[0], big));
+}
+
+TEST_CASE("ucx transport: more large messages at once than the fetch budget all arrive, in order", "[rpc][ucx]") {
+  // A receiver that fetches at most 4 MiB at once: of 20 messages of 1 MiB sent back to back, most wait.
+  Node a(0), b(1, std::make_unique<ucx_detail::UcxTransport>(TransportOptions{}, size_t{4} << 20));
+  introduce({&a, &b});
+  const Tensor big = arange(int64_t{1} << 18, DType::Int32);
+  constexpr int kCount = 20;
+  for (int i = 0; i < kCount; ++i) {
+    // Every other one with its prefix in the data (a meta over the AM header limit): fetched into staging.
+    a.send(1, make_message(static_cast<uint64_t>(i), {big}, i % 2 == 0 ? std::string(10000, 'm') : ""));
+    a.send(1, make_message(1000 + static_cast<uint64_t>(i), {}, "small"));  // eager, held back behind it
+  }
+  REQUIRE(b.wait_messages(2 * kCount));
+  const auto got = b.messages();
+  for (int i = 0; i < kCount; ++i) {
+    INFO("message " << i);
+    REQUIRE(got[2 * i].msg.id == static_cast<uint64_t>(i));
+    REQUIRE(got[2 * i + 1].msg.id == 1000 + static_cast<uint64_t>(i));
+    CHECK(meta_of(got[2 * i].msg).size() == (i % 2 == 0 ? 10000u : 0u));
+    CHECK(equal(got[2 * i].msg.tensors.at(0), big));
+  }
 }
 
 TEST_CASE("ucx transport: a message to self, and argument errors", "[rpc][ucx]") {
