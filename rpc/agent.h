@@ -135,6 +135,7 @@ class RpcAgent {
   // Graceful shutdown (agent_shutdown.cc).
   void wait_drained(const char* phase, std::chrono::steady_clock::time_point deadline);
   void store_barrier(const std::string& phase, std::chrono::steady_clock::time_point deadline);
+  void leave_store(std::chrono::steady_clock::time_point deadline);
 
   const WorkerInfo self_;
   const int world_size_;

@@ -5,7 +5,8 @@
 //   2. "rrefs":  release every user RRef still alive here (as if destroyed), wait until the deletes, fork
 //                requests and child accepts this worker started are answered, then wait for everyone;
 //                every owner has heard from every user afterwards, so what it still owns has leaked.
-//   3. close the transport, the thread pool and the timer.
+//   3. worker 0 (usually the store's host) waits until every worker is done with the store;
+//   4. close the transport, the thread pool and the timer.
 // A worker that does not arrive within join_timeout makes the barrier fail with TimeoutError naming it;
 // the agent still closes. shutdown(false) skips 1 and 2.
 #include <fmt/format.h>
@@ -57,6 +58,24 @@ void RpcAgent::store_barrier(const std::string& phase, Clock::time_point deadlin
   }
 }
 
+void RpcAgent::leave_store(Clock::time_point deadline) {
+  // The store is often served by worker 0's process (env://, mpirun). Worker 0 leaves last: it waits
+  // until every worker is past the barriers and done with the store, so that no one's wait or add runs
+  // into a server that has exited. What the others do here is best effort: they need nothing more.
+  const std::string count = "shutdown/exit/count", done = "shutdown/exit/done";
+  try {
+    if (store_->add(count, 1) == world_size_) store_->set(done, "1");
+  } catch (const std::exception& e) {
+    if (self_.id == 0) throw;
+    logging::get("braid.rpc")->debug("{}: leaving the store after shutdown: {}", self_.name, e.what());
+    return;
+  }
+  if (self_.id == 0) {
+    const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    store_->wait({done}, std::max(left, Millis(1)));
+  }
+}
+
 void RpcAgent::shutdown(bool graceful) {
   BRAID_CHECK_ARG(!pool_->on_pool_thread(), "rpc shutdown: called from an RPC worker thread of '{}'", self_.name);
   {
@@ -73,6 +92,7 @@ void RpcAgent::shutdown(bool graceful) {
       rrefs_->release_all_users();
       wait_drained("rrefs", deadline);
       store_barrier("rrefs", deadline);
+      leave_store(deadline);
       leaked_rrefs_ = rrefs_->counts().owned;
       if (leaked_rrefs_ > 0) {
         logging::get("braid.rpc")->warn("{}: {} RRef value(s) still referenced by users at shutdown (leaked)",

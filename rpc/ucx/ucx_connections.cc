@@ -232,7 +232,8 @@ void UcxTransport::report_failure(int peer, const std::string& reason, bool quie
   if (quiet) {
     log().debug("ucx transport (worker {}): peer failure (again): {}", self_id_, reason);
   } else {
-    log().warn("ucx transport (worker {}): peer failure: {}", self_id_, reason);
+    // A peer that shuts down is reported this way too: the agent logs an error only when calls were pending.
+    log().info("ucx transport (worker {}): peer failure: {}", self_id_, reason);
   }
   if (!handlers_.on_peer_failure) return;
   try {
