@@ -1,6 +1,8 @@
 #include "rpc/api.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 
 #include "base/check.h"
@@ -12,7 +14,11 @@ namespace braid::rpc {
 namespace {
 
 std::mutex g_mu;
+std::condition_variable g_cv;
 std::shared_ptr<RpcAgent> g_agent;  // GUARDED_BY(g_mu)
+// While init_rpc builds the agent, that agent already serves calls (its peers joined and may call at
+// once); a function it runs that uses this API waits here until init_rpc publishes the agent.
+bool g_initializing = false;  // GUARDED_BY(g_mu)
 // Each init_rpc of a process joins under its own prefix: a job that starts RPC twice on one store (every
 // process calls init_rpc the same number of times) never sees the keys of the earlier session.
 int g_session = 0;  // GUARDED_BY(g_mu)
@@ -47,6 +53,19 @@ void init_rpc(const std::string& name, int rank, int world_size, RpcBackendOptio
     session = g_session++;
   }
   auto prefixed = std::make_shared<store::PrefixStore>("rpc/" + std::to_string(session), base);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_initializing = true;
+  }
+  struct Published {
+    ~Published() {
+      {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_initializing = false;
+      }
+      g_cv.notify_all();
+    }
+  } published;
   auto agent = std::make_shared<RpcAgent>(name, rank, world_size, prefixed, agent_options, global_registry());
   std::lock_guard<std::mutex> lock(g_mu);
   g_agent = std::move(agent);
@@ -74,7 +93,8 @@ bool is_initialized() {
 }
 
 std::shared_ptr<RpcAgent> current_agent_shared() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::unique_lock<std::mutex> lock(g_mu);
+  g_cv.wait_for(lock, std::chrono::minutes(5), [] { return g_agent != nullptr || !g_initializing; });
   BRAID_CHECK_ARG(g_agent != nullptr, "RPC has not been initialized. Call init_rpc first");
   return g_agent;
 }
