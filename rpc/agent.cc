@@ -127,11 +127,6 @@ const WorkerInfo& RpcAgent::worker(int id) const {
   return workers_[static_cast<size_t>(id)];
 }
 
-const std::string& RpcAgent::transport_name() const {
-  static const std::string tcp = "tcp", ucx = "ucx";
-  return transport_->name() == "ucx" ? ucx : tcp;
-}
-
 bool RpcAgent::is_running() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_ == State::kRunning || state_ == State::kDraining;

@@ -66,7 +66,7 @@ class RpcAgent {
   std::vector<WorkerInfo> workers() const { return workers_; }
   Millis default_timeout() const { return options_.rpc_timeout; }
   Registry& registry() const { return registry_; }
-  const std::string& transport_name() const;
+  std::string transport_name() const { return transport_->name(); }
   // Worker `id`'s transport address as published at join ("127.0.0.1:41234" for tcp).
   const std::vector<uint8_t>& address_of(int id) const { return addresses_.at(static_cast<size_t>(id)); }
 

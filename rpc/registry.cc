@@ -6,12 +6,6 @@
 
 namespace braid::rpc {
 
-std::string ClassEntry::method_names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, m] : methods) names.push_back(name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
 void Registry::check_new_name(const std::string& name) const {
   BRAID_CHECK_ARG(!name.empty(), "rpc registry: a function or class needs a non-empty name");
   BRAID_CHECK_ARG(functions_.find(name) == functions_.end() && classes_.find(name) == classes_.end(),

@@ -46,7 +46,6 @@ struct ClassEntry {
   std::function<std::shared_ptr<Object>(const Args&)> construct;
   std::map<std::string, Method, std::less<>> methods;
   std::function<Value(const Object&)> to_value;  // empty: instances cannot be copied to other workers
-  std::string method_names() const;              // "forward, train" for error messages
 };
 
 // A registered class's instance, type-erased.
