@@ -52,7 +52,8 @@ void init_rpc(const std::string& name, int rank, int world_size, RpcBackendOptio
     std::lock_guard<std::mutex> lock(g_mu);
     session = g_session++;
   }
-  auto prefixed = std::make_shared<store::PrefixStore>("rpc/" + std::to_string(session), base);
+  const std::string prefix = options.store_prefix.empty() ? "rpc/" + std::to_string(session) : options.store_prefix;
+  auto prefixed = std::make_shared<store::PrefixStore>(prefix, base);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_initializing = true;

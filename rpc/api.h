@@ -34,6 +34,11 @@ struct RpcBackendOptions {
   std::shared_ptr<store::Store> store;
   TransportOptions transport_options;
   Millis join_timeout{300'000};
+  // Where this job's keys go in the store. Empty: "rpc/<n>", n counting this process's init_rpc calls,
+  // which every process of the job must then have made equally often (a job re-initialized on the same
+  // store never sees its earlier keys). Processes that joined unequally often (a test's helper process)
+  // agree on a prefix here instead.
+  std::string store_prefix;
 };
 
 void init_rpc(const std::string& name, int rank = -1, int world_size = -1, RpcBackendOptions options = {});

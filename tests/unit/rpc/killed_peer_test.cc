@@ -3,10 +3,6 @@
 // The peer is a separate executable (rpc_test_peer) so that the kill is real: no destructor runs there.
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
@@ -14,45 +10,16 @@
 #include "base/config.h"
 #include "rpc/agent.h"
 #include "store/tcp_store.h"
+#include "tests/support/child_process.h"
 #include "tests/unit/rpc/support/agent_job.h"
-
-extern char** environ;
 
 using namespace braid;
 using namespace braid::rpc;
 
-namespace {
-
-// The child process; killed (if still alive) and reaped by the destructor.
-class Child {
- public:
-  Child(const std::string& exe, const std::vector<std::string>& args) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    REQUIRE(posix_spawn(&pid_, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0);
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  void kill_now() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
-}  // namespace
+using braid::testing::ChildProcess;
 
 TEST_CASE("a killed peer fails every pending call to it promptly, naming it", "[rpc][agent][killed]") {
-  const std::string transport = GENERATE(from_range(testing::transports_under_test()));
+  const std::string transport = GENERATE(from_range(rpc::testing::transports_under_test()));
   if (transport == "loopback") return;  // needs a real process boundary
   INFO("transport " << transport);
   store::TcpStoreOptions so;
@@ -60,7 +27,7 @@ TEST_CASE("a killed peer fails every pending call to it promptly, naming it", "[
   so.wait_for_workers = false;
   so.timeout = Millis(20'000);
   auto st = std::make_shared<store::TCPStore>("127.0.0.1", 0, so);
-  Child peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
+  ChildProcess peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
   RpcAgentOptions o;
   o.transport = transport;
   o.join_timeout = Millis(20'000);
