@@ -54,6 +54,7 @@ void attach_send(ContextState& ctx, int peer, rpc::Message& msg) {
   ctx.add_known_worker(peer);
   const int64_t message_id = g_next_message_id.fetch_add(1, std::memory_order_relaxed);
   std::vector<autograd::Edge> edges;
+  std::vector<Device> devices;
   if (autograd::GradMode::is_enabled()) {
     msg.requires_grad.assign(msg.tensors.size(), 0);
     for (size_t i = 0; i < msg.tensors.size(); ++i) {
@@ -62,12 +63,13 @@ void attach_send(ContextState& ctx, int peer, rpc::Message& msg) {
       if (!autograd::requires_grad(t)) continue;
       msg.requires_grad[i] = 1;
       edges.push_back(autograd::gradient_edge(t));
+      devices.push_back(t.device());
     }
   }
   if (edges.empty()) {
     msg.requires_grad.clear();
   } else {
-    ctx.add_send_function(message_id, std::make_shared<SendRpcBackward>(std::move(edges)));
+    ctx.add_send_function(message_id, std::make_shared<SendRpcBackward>(std::move(edges), std::move(devices)));
   }
   msg.ext = encode_ext(ctx.id(), message_id);
 }

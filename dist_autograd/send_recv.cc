@@ -14,8 +14,16 @@ thread_local BackwardPass* t_pass = nullptr;
 thread_local bool t_internal_call = false;
 }  // namespace
 
-SendRpcBackward::SendRpcBackward(std::vector<autograd::Edge> edges) : Node(std::move(edges)) {
+SendRpcBackward::SendRpcBackward(std::vector<autograd::Edge> edges, std::vector<Device> devices)
+    : Node(std::move(edges)), devices_(std::move(devices)) {
   set_num_inputs(static_cast<uint32_t>(next_edges().size()));
+}
+
+autograd::TensorList SendRpcBackward::apply(autograd::TensorList&& grads) {
+  for (size_t i = 0; i < grads.size() && i < devices_.size(); ++i) {
+    if (grads[i].defined() && grads[i].device() != devices_[i]) grads[i] = grads[i].to(devices_[i]);
+  }
+  return std::move(grads);
 }
 
 RecvRpcBackward::RecvRpcBackward(int64_t context_id, int64_t message_id, int sender)

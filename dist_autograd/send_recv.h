@@ -26,13 +26,18 @@ namespace braid::dist_autograd {
 
 class SendRpcBackward final : public autograd::Node {
  public:
-  explicit SendRpcBackward(std::vector<autograd::Edge> edges);
+  // `devices`: where each sent tensor lived. RPC carries CUDA tensors as CPU copies, so their gradients
+  // arrive on the CPU and go back to the tensor's device here.
+  SendRpcBackward(std::vector<autograd::Edge> edges, std::vector<Device> devices);
   std::string name() const override { return "SendRpcBackward"; }
   // Holds no saved state: it may be run once per gradient message that reaches it.
   void release_variables() override {}
 
  protected:
-  autograd::TensorList apply(autograd::TensorList&& grads) override { return std::move(grads); }
+  autograd::TensorList apply(autograd::TensorList&& grads) override;
+
+ private:
+  std::vector<Device> devices_;
 };
 
 class RecvRpcBackward final : public autograd::Node {
