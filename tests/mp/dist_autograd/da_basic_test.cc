@@ -10,7 +10,10 @@
 #include "autograd/ops/linalg.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
+#include "autograd/engine.h"
 #include "dist_autograd/context.h"
+#include "nn/linear.h"
+#include "tensor/random.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
@@ -154,6 +157,37 @@ TEST_CASE_METHOD(MpFixture, "dist_autograd: a sparse EmbeddingBag gradient stays
   REQUIRE(g.is_sparse());
   // Row 1 was used twice, row 3 once; each use adds ones.
   CHECK(equal(g.sparse().to_dense(), from_vector<float>({0, 0, 0, 2, 2, 2, 0, 0, 0, 1, 1, 1}, {4, 3})));
+}
+
+}  // namespace
+}  // namespace braid::mp
+
+namespace braid::mp {
+namespace {
+
+// DdpComparisonTest of seed 000 without DDP (DDP's modes belong to the DDP issue): on every rank, a
+// distributed backward over a purely local graph gives the gradients a local backward puts into .grad.
+TEST_CASE_METHOD(MpFixture, "dist_autograd: a local Linear(2,3) with loss norm(): context gradients equal .grad",
+                 "[dist_autograd]") {
+  register_dist_autograd_test_functions();
+  RpcJob job(*this);
+  Generator gen(static_cast<uint64_t>(rank()));
+  nn::Linear net(2, 3, /*bias=*/true, &gen);
+  const Tensor x = rand({3, 2}, {}, &gen);
+  dist_autograd::GradientMap grads;
+  {
+    dist_autograd::Context ctx;
+    dist_autograd::backward(ctx.id(), {autograd::norm(net.forward(x))});
+    grads = dist_autograd::get_gradients(ctx.id());
+  }
+  net.zero_grad();
+  autograd::backward(autograd::norm(net.forward(x)));
+  const auto params = net.parameters();
+  CHECK(grads.size() == params.size());
+  for (const auto& p : params) {
+    REQUIRE(grads.contains(p));
+    CHECK(allclose(grads.at(p), autograd::grad(p)));
+  }
 }
 
 }  // namespace
