@@ -45,11 +45,14 @@ int64_t current_context_id() {
   return state ? state->id() : -1;
 }
 
+GradientMap::GradientMap(std::vector<GradientEntry> entries) : entries_(std::move(entries)) {
+  index_.reserve(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].tensor.unsafe_impl(), i);
+}
+
 const Tensor* GradientMap::find(const Tensor& tensor) const {
-  for (const auto& e : entries_) {
-    if (e.tensor.unsafe_impl() == tensor.unsafe_impl()) return &e.grad;
-  }
-  return nullptr;
+  auto it = index_.find(tensor.unsafe_impl());
+  return it == index_.end() ? nullptr : &entries_[it->second].grad;
 }
 
 const Tensor& GradientMap::at(const Tensor& tensor) const {

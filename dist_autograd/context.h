@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -65,7 +66,7 @@ struct GradientEntry {
 class GradientMap {
  public:
   GradientMap() = default;
-  explicit GradientMap(std::vector<GradientEntry> entries) : entries_(std::move(entries)) {}
+  explicit GradientMap(std::vector<GradientEntry> entries);
 
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
@@ -79,6 +80,7 @@ class GradientMap {
 
  private:
   std::vector<GradientEntry> entries_;
+  std::unordered_map<const TensorImpl*, size_t> index_;
 };
 
 // This worker's gradients in context `context_id`. InvalidArgument "Could not find autograd context with

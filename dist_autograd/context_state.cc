@@ -10,6 +10,8 @@ thread_local std::shared_ptr<ContextState> t_current;
 // Context ids: the starting worker's id in the high 16 bits, a per-process counter in the low 48.
 constexpr int kWorkerIdShift = 48;
 constexpr uint64_t kLocalIdMask = (uint64_t{1} << kWorkerIdShift) - 1;
+// How many released ids a worker remembers to refuse stragglers (16 bytes each, with the set's node).
+constexpr size_t kRememberReleased = 4096;
 }  // namespace
 
 Tensor ContextGradSink::accumulate(const Tensor& leaf, const Tensor& grad) {
@@ -78,6 +80,9 @@ std::shared_ptr<ContextState> ContextTable::create(int worker_id) {
 
 std::shared_ptr<ContextState> ContextTable::get_or_create(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
+  BRAID_CHECK_ARG(released_.count(id) == 0,
+                  "Could not find autograd context with id: {} (it was released on this worker; a message of it "
+                  "arrived late)", id);
   auto& slot = contexts_[id];
   if (!slot) slot = std::make_shared<ContextState>(id);
   return slot;
@@ -101,6 +106,13 @@ std::shared_ptr<ContextState> ContextTable::erase(int64_t id) {
   if (it == contexts_.end()) return nullptr;
   auto state = std::move(it->second);
   contexts_.erase(it);
+  if (released_.insert(id).second) {
+    released_order_.push_back(id);
+    if (released_order_.size() > kRememberReleased) {
+      released_.erase(released_order_.front());
+      released_order_.pop_front();
+    }
+  }
   return state;
 }
 

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <unordered_set>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -64,7 +66,9 @@ class ContextTable {
 
   // A new context started by worker `worker_id`.
   std::shared_ptr<ContextState> create(int worker_id);
-  // The context, created when this worker has not seen it yet (it arrived with an RPC).
+  // The context, created when this worker has not seen it yet (it arrived with an RPC). A message that
+  // arrives for a context this worker released recently (a straggler of that context) is refused with
+  // InvalidArgument instead of resurrecting it: nothing would release it again.
   std::shared_ptr<ContextState> get_or_create(int64_t id);
   std::shared_ptr<ContextState> find(int64_t id) const;
   // InvalidArgument "Could not find autograd context with id: <id>".
@@ -77,6 +81,9 @@ class ContextTable {
   mutable std::mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<ContextState>> contexts_;  // GUARDED_BY(mu_)
   uint64_t next_local_ = 0;                                               // GUARDED_BY(mu_)
+  // The most recently released ids, oldest first (bounded: kRememberReleased).
+  std::deque<int64_t> released_order_;                                    // GUARDED_BY(mu_)
+  std::unordered_set<int64_t> released_;                                  // GUARDED_BY(mu_)
 };
 
 // This thread's current context (null when none).

@@ -12,6 +12,7 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
 #include "dist_autograd/context.h"
+#include "dist_autograd/context_state.h"
 #include "rpc/api.h"
 #include "store/hash_store.h"
 #include "tensor/compare.h"
@@ -82,6 +83,9 @@ TEST_CASE("dist_autograd: contexts have job-unique ids, nest not, and are releas
   CHECK_THROWS_WITH(get_gradients(first), Catch::Contains("Could not find autograd context with id: " +
                                                           std::to_string(first)));
   CHECK_THROWS_WITH(backward(first, {}), Catch::Contains("Could not find autograd context with id"));
+  // A message of a released context that arrives late does not bring it back.
+  CHECK_THROWS_WITH(ContextTable::instance().get_or_create(first), Catch::Contains("it was released on this worker"));
+  CHECK_FALSE(has_context(first));
 }
 
 TEST_CASE("dist_autograd: gradients through an RPC land in the context, not in .grad", "[dist_autograd]") {
