@@ -22,7 +22,10 @@ Tensor ContextGradSink::accumulate(const Tensor& leaf, const Tensor& grad) {
     entries_.push_back(GradientEntry{leaf, grad.is_sparse() ? grad : grad.clone()});
   } else {
     Tensor& slot = entries_[it->second].grad;
-    slot = add_maybe_sparse(slot, grad);
+    // Dense into dense in place: whoever holds the entry (DDP writes its averaged result into it) keeps
+    // seeing the context's value.
+    if (!slot.is_sparse() && !grad.is_sparse() && slot.dtype() == grad.dtype()) slot.add_(grad);
+    else slot = add_maybe_sparse(slot, grad);
   }
   return entries_[it->second].grad;
 }
