@@ -1,0 +1,200 @@
+#include "parallel/ddp/ddp.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "base/check.h"
+#include "nn/embedding.h"
+#include "parallel/ddp/bucket_assignment.h"
+#include "tensor/factory.h"
+
+namespace braid::parallel {
+
+namespace {
+
+std::string normalise(std::string name) {
+  if (!name.empty() && name.front() == '.') name.erase(0, 1);  // the seed's "{module}.{param}" for root params
+  return name;
+}
+
+// One rank's description of its parameters: count, then per parameter dtype, ndim and sizes.
+std::vector<int64_t> describe_params(const std::vector<Tensor>& params) {
+  std::vector<int64_t> d{static_cast<int64_t>(params.size())};
+  for (const auto& p : params) {
+    d.push_back(static_cast<int64_t>(p.dtype()));
+    d.push_back(p.dim());
+    for (int64_t s : p.shape()) d.push_back(s);
+  }
+  return d;
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options)
+    : nn::Module("DistributedDataParallel"), module_(std::move(module)), options_(std::move(options)) {
+  BRAID_CHECK_ARG(module_ != nullptr, "DistributedDataParallel: module must not be null");
+  BRAID_CHECK_ARG(options_.process_group != nullptr, "DistributedDataParallel: a process group is needed");
+  BRAID_CHECK_ARG(options_.device_ids.size() <= 1, "device_ids can only be None or contain a single element.");
+  BRAID_CHECK_ARG(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {}",
+                  options_.bucket_cap_mb);
+  register_module("module", module_);
+  std::set<std::string> ignored;
+  for (const auto& n : options_.params_and_buffers_to_ignore) ignored.insert(normalise(n));
+
+  // Parameters module by module (own ones only), shared ones once, as PyTorch's _build_params_for_reducer.
+  std::set<const TensorImpl*> seen;
+  for (auto& [prefix, m] : module_->named_modules()) {
+    const auto* bag = dynamic_cast<const nn::EmbeddingBag*>(m);
+    for (const auto& [local, p] : m->named_parameters(/*recurse=*/false)) {
+      const std::string name = prefix.empty() ? local : prefix + "." + local;
+      if (!autograd::requires_grad(p) || ignored.count(name) || !seen.insert(p.unsafe_impl()).second) continue;
+      params_.push_back(p);
+      param_names_.push_back(name);
+      expect_sparse_.push_back(bag != nullptr && bag->sparse());
+    }
+  }
+  BRAID_CHECK_ARG(!params_.empty(), "DistributedDataParallel is not needed when a module doesn't have any parameter "
+                  "that requires a gradient.");
+  for (const auto& p : params_) {
+    BRAID_CHECK_ARG(p.device().type == params_.front().device().type,
+                    "DistributedDataParallel's input module must be on the same type of devices (found {} and {})",
+                    params_.front().device().str(), p.device().str());
+  }
+
+  verify_params_across_processes();
+  sync_module_states(/*params=*/true, /*buffers=*/true);
+
+  ReducerOptions ro;
+  ro.find_unused_parameters = options_.find_unused_parameters;
+  ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
+  ro.static_graph = options_.static_graph;
+  ro.bucket_bytes_cap = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
+  // First iteration: one bucket per dtype and device unless unused parameters are searched each
+  // iteration (then the final limits at once); reversed, so that the last layers go first (SPEC C.3).
+  std::vector<size_t> limits{std::numeric_limits<size_t>::max()};
+  if (options_.find_unused_parameters && !options_.static_graph) limits = {ro.first_bucket_bytes, ro.bucket_bytes_cap};
+  BucketAssignment a = compute_bucket_assignment_by_size(params_, limits, expect_sparse_);
+  std::reverse(a.buckets.begin(), a.buckets.end());
+  reducer_ = Reducer::create(params_, param_names_, a.buckets, options_.process_group, expect_sparse_, ro);
+}
+
+void DistributedDataParallel::verify_params_across_processes() {
+  auto& pg = *options_.process_group;
+  const std::vector<int64_t> mine = describe_params(params_);
+  // Lengths first (ranks with other models describe more or fewer numbers), then the padded descriptions.
+  Tensor len = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1});
+  std::vector<collectives::TensorList> lens(1);
+  for (int r = 0; r < pg.size(); ++r) lens[0].push_back(zeros({1}, DType::Int64));
+  collectives::TensorList in{len};
+  pg.allgather(lens, in)->wait();
+  int64_t longest = 0;
+  for (const auto& t : lens[0]) longest = std::max(longest, t.data<int64_t>()[0]);
+  std::vector<int64_t> padded = mine;
+  padded.resize(static_cast<size_t>(longest), -1);
+  std::vector<collectives::TensorList> all(1);
+  for (int r = 0; r < pg.size(); ++r) all[0].push_back(zeros({longest}, DType::Int64));
+  collectives::TensorList desc{from_vector(padded, {longest})};
+  pg.allgather(all, desc)->wait();
+  const int64_t* zero = all[0][0].data<int64_t>();
+  const int me = pg.rank();
+  if (zero[0] != static_cast<int64_t>(params_.size())) {
+    BRAID_THROW(InvalidArgument,
+                "DDP expects same model across all ranks, but Rank {} has {} params, while rank 0 has inconsistent "
+                "{} params.", me, params_.size(), zero[0]);
+  }
+  size_t at = 1;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto dtype = zero[at];
+    const auto ndim = zero[at + 1];
+    Shape shape;
+    for (int64_t d = 0; d < ndim && at + 2 + static_cast<size_t>(d) < static_cast<size_t>(longest); ++d) {
+      shape.push_back(zero[at + 2 + static_cast<size_t>(d)]);
+    }
+    const Tensor& p = params_[i];
+    if (dtype != static_cast<int64_t>(p.dtype()) || shape != p.shape()) {
+      BRAID_THROW(InvalidArgument,
+                  "DDP: {} (parameter {}) on rank {} is {} {} and appears not to match sizes of the same param in "
+                  "process 0 ({} {})", param_names_[i], i, me, dtype_name(p.dtype()), shape_str(p.shape()),
+                  dtype >= 0 && dtype < static_cast<int64_t>(kAllDTypes.size()) ? dtype_name(static_cast<DType>(dtype))
+                                                                               : "?",
+                  shape_str(shape));
+    }
+    at += 2 + static_cast<size_t>(ndim);
+  }
+}
+
+std::vector<Tensor> DistributedDataParallel::synced_buffers() const {
+  std::set<std::string> ignored;
+  for (const auto& n : options_.params_and_buffers_to_ignore) ignored.insert(normalise(n));
+  std::vector<Tensor> out;
+  for (const auto& [name, b] : module_->named_buffers()) {
+    if (!ignored.count(name)) out.push_back(b);
+  }
+  return out;
+}
+
+void DistributedDataParallel::sync_module_states(bool params, bool buffers) {
+  std::vector<Tensor> tensors;
+  if (params) tensors = params_;
+  if (buffers) {
+    for (auto& b : synced_buffers()) tensors.push_back(b);
+  }
+  if (tensors.empty()) return;
+  // One broadcast per dtype and device of everything flattened (PyTorch coalesces the same way).
+  std::map<std::tuple<int, int, int>, std::vector<Tensor>> groups;
+  for (const auto& t : tensors) {
+    groups[{static_cast<int>(t.dtype()), static_cast<int>(t.device().type), t.device().index}].push_back(t);
+  }
+  autograd::NoGradGuard no_grad;
+  for (auto& [key, group] : groups) {
+    int64_t numel = 0;
+    for (const auto& t : group) numel += t.numel();
+    Tensor flat = empty({numel}, TensorOptions(group.front().dtype(), group.front().device()));
+    int64_t off = 0;
+    for (const auto& t : group) {
+      flat.slice(0, off, off + t.numel()).view(t.shape()).copy_(t);
+      off += t.numel();
+    }
+    collectives::TensorList list{flat};
+    options_.process_group->broadcast(list)->wait();
+    off = 0;
+    for (const auto& t : group) {
+      t.copy_(flat.slice(0, off, off + t.numel()).view(t.shape()));
+      off += t.numel();
+    }
+  }
+}
+
+void DistributedDataParallel::register_comm_hook(NamedCommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
+
+void DistributedDataParallel::before_forward() {
+  // Buffers are re-collected each time: user code may have replaced one.
+  if (options_.broadcast_buffers && require_backward_grad_sync_) sync_module_states(false, true);
+  reducer_->prepare_for_forward();
+}
+
+void DistributedDataParallel::after_forward(const TensorList& outputs) {
+  if (autograd::GradMode::is_enabled() && require_backward_grad_sync_) reducer_->prepare_for_backward(outputs);
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  before_forward();
+  Tensor out = module_->forward(input);
+  after_forward({out});
+  return out;
+}
+
+TensorList DistributedDataParallel::forward_many(const TensorList& inputs) {
+  before_forward();
+  TensorList out = module_->forward_many(inputs);
+  after_forward(out);
+  return out;
+}
+
+}  // namespace braid::parallel

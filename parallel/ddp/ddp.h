@@ -1,0 +1,105 @@
+// DistributedDataParallel: data parallelism over a process group (torch.nn.parallel.DistributedDataParallel,
+// SPEC C.1-C.10).
+//
+//   auto ddp = std::make_shared<DistributedDataParallel>(model, DDPOptions{.process_group = group});
+//   Tensor loss = mse_loss(ddp->forward(x), y);
+//   autograd::backward(loss);             // gradients are averaged over the group while backward runs
+//   optimizer.step();
+//
+// Construction checks that every rank has the same parameters (count, shapes, dtypes: an error names the
+// rank and the parameter), broadcasts rank 0's parameters and buffers, and builds the Reducer (parallel/
+// ddp/reducer.h) with one bucket per dtype and device for the first iteration; the buckets are rebuilt
+// once, after it, in the order gradients became ready, with the first bucket capped at 1 MiB and the
+// others at bucket_cap_mb. Each forward broadcasts rank 0's buffers first (broadcast_buffers) and arms the
+// Reducer for the coming backward unless grad sync is off (no_sync()) or grad mode is.
+//
+// Inside a distributed autograd context the averaged gradients go to the context's gradient map instead
+// of .grad: the Reducer writes into whatever gradient the backward pass accumulated.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/process_group.h"
+#include "nn/module.h"
+#include "parallel/ddp/comm_hook.h"
+#include "parallel/ddp/reducer.h"
+
+namespace braid::parallel {
+
+using nn::TensorList;
+
+struct DDPOptions {
+  std::shared_ptr<collectives::ProcessGroup> process_group;  // required
+  // Empty, or the one device of a single-device GPU module.
+  std::vector<Device> device_ids;
+  bool broadcast_buffers = true;
+  double bucket_cap_mb = 25;
+  bool find_unused_parameters = false;
+  bool check_reduction = false;  // accepted for compatibility; no effect (deprecated in PyTorch too)
+  bool gradient_as_bucket_view = false;
+  bool static_graph = false;
+  // Parameter and buffer names (as named_parameters() gives them; a leading '.' is ignored) that DDP
+  // neither reduces nor broadcasts.
+  std::vector<std::string> params_and_buffers_to_ignore;
+};
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options);
+
+  Tensor forward(const Tensor& input) override;
+  TensorList forward_many(const TensorList& inputs) override;
+
+  nn::Module& module() const { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  collectives::ProcessGroup& process_group() const { return *options_.process_group; }
+  Reducer& reducer() const { return *reducer_; }
+
+  // Once per DDP (built-in or not): "register_comm_hook or register_builtin_comm_hook can only be called
+  // once."
+  void register_comm_hook(NamedCommHook hook);
+
+  // While alive, backward passes accumulate gradients locally; the first synced iteration after it
+  // reduces their sum. Restores the previous setting when destroyed (also on exceptions).
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.require_backward_grad_sync_) {
+      ddp_.require_backward_grad_sync_ = false;
+    }
+    ~NoSync() { ddp_.require_backward_grad_sync_ = prev_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool prev_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+  bool require_backward_grad_sync() const { return require_backward_grad_sync_; }
+
+  // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration.
+  ReducerStats logging_data() const { return reducer_->stats(); }
+  // The managed parameters, in registration order, and their names.
+  const std::vector<Tensor>& managed_parameters() const { return params_; }
+  const std::vector<std::string>& managed_parameter_names() const { return param_names_; }
+
+ private:
+  void verify_params_across_processes();
+  void sync_module_states(bool params, bool buffers);
+  std::vector<Tensor> synced_buffers() const;
+  void before_forward();
+  void after_forward(const TensorList& outputs);
+
+  std::shared_ptr<nn::Module> module_;
+  DDPOptions options_;
+  std::vector<Tensor> params_;
+  std::vector<std::string> param_names_;
+  std::vector<bool> expect_sparse_;
+  std::shared_ptr<Reducer> reducer_;
+  bool require_backward_grad_sync_ = true;
+};
+
+}  // namespace braid::parallel

@@ -1,0 +1,149 @@
+// The Reducer's end of an iteration (waiting for the buckets and writing the averaged gradients back) and
+// its one-time bucket rebuild.
+#include <fmt/format.h>
+
+#include "autograd/engine.h"
+#include "autograd/variable.h"
+#include "base/check.h"
+#include "parallel/ddp/bucket_assignment.h"
+#include "parallel/ddp/reducer.h"
+#include "tensor/factory.h"
+#include "tensor/sparse.h"
+
+namespace braid::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Gives parameter `param` the gradient `value` where this backward pass keeps gradients: the distributed
+// autograd context (the pass's sink) or .grad.
+void assign_grad(const Tensor& param, const Tensor& value) {
+  if (autograd::GradSink* sink = autograd::current_grad_sink()) {
+    sink->accumulate(param, value);
+  } else {
+    autograd::set_grad(param, value);
+  }
+}
+
+}  // namespace
+
+void Reducer::finalize_backward() {
+  std::vector<Future<Tensor>> results;
+  bool search_unused = false;
+  std::vector<int32_t> local_used;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& b : buckets_) results.push_back(*b.result);
+    search_unused = options_.find_unused_parameters || options_.static_graph;
+    local_used = local_used_;
+  }
+  std::vector<Tensor> reduced;
+  std::vector<int32_t> global_used;
+  std::exception_ptr error;
+  try {
+    for (auto& f : results) reduced.push_back(f.value());
+    if (search_unused) {
+      // A parameter used on any rank gets the averaged gradient everywhere; one unused on every rank keeps
+      // its .grad as it was (SPEC C.5). An empty local unused set still takes part: others may have some.
+      Tensor used = from_vector(local_used, {static_cast<int64_t>(local_used.size())});
+      collectives::TensorList list{used};
+      group_->allreduce(list)->wait();
+      global_used.resize(local_used.size());
+      const int32_t* p = used.data<int32_t>();
+      for (size_t i = 0; i < global_used.size(); ++i) global_used[i] = p[i];
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const auto done = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  expect_hooks_ = false;
+  require_finalize_ = false;
+  if (error) std::rethrow_exception(error);
+  for (size_t b = 0; b < buckets_.size(); ++b) write_back(b, reduced[b], global_used);
+  ++stats_.iteration;
+  stats_.backward_compute_ms = ms_between(first_ready_, last_ready_);
+  stats_.comm_ms = ms_between(first_launch_, done);
+  const double overlapped = std::max(0.0, ms_between(first_launch_, last_ready_));
+  stats_.overlap_fraction = stats_.comm_ms > 0 ? std::min(1.0, overlapped / stats_.comm_ms) : 0.0;
+  stats_.bucket_launch_ms = launch_ms_;
+}
+
+void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int32_t>& global_used) {
+  Bucket& bucket = buckets_[b];
+  const auto globally_unused = [&](size_t i) { return !global_used.empty() && global_used[i] == 0; };
+  if (bucket.sparse) {
+    const size_t i = bucket.variables[0];
+    if (globally_unused(i)) return;
+    BRAID_CHECK_ARG(reduced.defined() && reduced.shape() == params_[i].shape(),
+                    "DDP: the comm hook's result for sparse bucket {} has shape {}, expected {}", b,
+                    reduced.defined() ? shape_str(reduced.shape()) : "undefined", shape_str(params_[i].shape()));
+    if (grads_[i].defined()) grads_[i].set_data(reduced);
+    else assign_grad(params_[i], reduced);
+    return;
+  }
+  BRAID_CHECK_ARG(reduced.defined() && reduced.numel() == bucket.buffer.numel() && reduced.dtype() == bucket.buffer.dtype(),
+                  "DDP: the comm hook's result for bucket {} is {}, expected a tensor like the bucket's buffer {}", b,
+                  reduced.defined() ? reduced.describe() : "undefined", bucket.buffer.describe());
+  if (reduced.storage() != bucket.buffer.storage() || reduced.storage_offset() != bucket.buffer.storage_offset()) {
+    bucket.buffer.copy_(reduced.reshape({reduced.numel()}));
+  }
+  const bool into_grad = autograd::current_grad_sink() == nullptr;
+  for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
+    const size_t i = bucket.variables[slot];
+    if (globally_unused(i)) continue;
+    const Tensor& view = bucket.views[slot];
+    const Tensor& g = grads_[i];
+    if (g.defined() && g.storage() == bucket.buffer.storage()) continue;  // .grad is the slot already
+    if (options_.gradient_as_bucket_view && into_grad) {
+      autograd::set_grad(params_[i], view);
+    } else if (g.defined()) {
+      g.copy_(view);
+    } else {
+      assign_grad(params_[i], view.clone());
+    }
+  }
+}
+
+void Reducer::rebuild_buckets() {
+  if (rebuilt_ || (options_.find_unused_parameters && !options_.static_graph)) return;
+  if (ready_order_.size() != params_.size()) return;  // the first iteration has not finished
+  // Every rank must bucket the same way: rank 0's ready order wins.
+  std::vector<int64_t> order(ready_order_.begin(), ready_order_.end());
+  Tensor t = from_vector(order, {static_cast<int64_t>(order.size())});
+  collectives::TensorList list{t};
+  collectives::BroadcastOptions bo;
+  bo.root_rank = 0;
+  group_->broadcast(list, bo)->wait();
+  const int64_t* agreed = t.data<int64_t>();
+  std::vector<Tensor> walked;
+  std::vector<bool> sparse;
+  std::vector<size_t> position_to_param;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const auto i = static_cast<size_t>(agreed[k]);
+    BRAID_CHECK_TYPED(InternalError, i < params_.size(), "DDP: rank 0's bucket order names parameter {} of {}", i,
+                      params_.size());
+    position_to_param.push_back(i);
+    walked.push_back(params_[i]);
+    sparse.push_back(expect_sparse_[i]);
+  }
+  const BucketAssignment a =
+      compute_bucket_assignment_by_size(walked, {options_.first_bucket_bytes, options_.bucket_bytes_cap}, sparse);
+  std::vector<std::vector<size_t>> buckets;
+  for (const auto& positions : a.buckets) {
+    std::vector<size_t> vars;
+    for (size_t pos : positions) vars.push_back(position_to_param[pos]);
+    buckets.push_back(std::move(vars));
+  }
+  build_buckets(buckets);
+  rebuilt_ = true;
+  ++stats_.rebuilds;
+  ready_order_.clear();
+}
+
+}  // namespace braid::parallel

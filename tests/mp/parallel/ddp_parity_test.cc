@@ -1,0 +1,187 @@
+// DDP against a single process on the concatenated batch (SPEC C.16): each rank trains a DDP copy on its
+// slice of the global batch, a vanilla copy trains on the whole batch, and after every iteration the
+// gradients and parameters agree. Many small buckets (bucket_cap_mb = 0.001), with and without
+// gradient_as_bucket_view and find_unused_parameters; then no_sync, the bucket rebuild and the logging data.
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/variable.h"
+#include "nn/embedding.h"
+#include "parallel/ddp/ddp.h"
+#include "tensor/compare.h"
+#include "tensor/sparse.h"
+#include "tests/mp/parallel/ddp_models.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+using parallel::DDPOptions;
+using parallel::DistributedDataParallel;
+
+namespace {
+
+// p -= grad; grad = None (the parity tests' update).
+void sgd_step(nn::Module& m) {
+  autograd::NoGradGuard no_grad;
+  for (const auto& p : m.parameters()) {
+    const Tensor g = autograd::grad(p);
+    if (g.defined()) p.sub_(g);
+  }
+  m.zero_grad();
+}
+
+void check_parity(MpFixture& f, DDPOptions options, int iterations) {
+  const int ws = f.size(), r = f.rank();
+  constexpr int64_t kLocalBatch = 2;
+  auto vanilla = std::make_shared<ParityNet>(7);
+  auto local = std::make_shared<ParityNet>(7);
+  options.process_group = f.shared_group();
+  DistributedDataParallel ddp(local, options);
+  for (int it = 0; it < iterations; ++it) {
+    INFO("iteration " << it);
+    Generator gen(1337 + static_cast<uint64_t>(it));
+    const Tensor input = rand({ws * kLocalBatch, 2}, {}, &gen);
+    const Tensor target = rand({ws * kLocalBatch, 4}, {}, &gen);
+    autograd::backward(autograd::mse_loss(vanilla->forward(input), target));
+    const Tensor mine = input.slice(0, r * kLocalBatch, (r + 1) * kLocalBatch);
+    const Tensor mine_target = target.slice(0, r * kLocalBatch, (r + 1) * kLocalBatch);
+    autograd::backward(autograd::mse_loss(ddp.forward(mine), mine_target));
+    const auto vp = vanilla->named_parameters();
+    const auto dp = local->named_parameters();
+    for (size_t i = 0; i < vp.size(); ++i) {
+      INFO(vp[i].first);
+      const Tensor dg = autograd::grad(dp[i].second);
+      REQUIRE(dg.defined());
+      CHECK(allclose(dg, autograd::grad(vp[i].second), 1e-5, 1e-7));
+    }
+    sgd_step(*vanilla);
+    sgd_step(*local);
+    for (size_t i = 0; i < vp.size(); ++i) CHECK(allclose(dp[i].second, vp[i].second, 1.3e-6, 5e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "ddp: gradients equal a single process on the whole batch", "[ddp]") {
+  DDPOptions o;
+  o.bucket_cap_mb = 0.001;  // about 1 KiB: many buckets after the rebuild
+  SECTION("default") { check_parity(*this, o, 3); }
+  SECTION("gradient_as_bucket_view") {
+    o.gradient_as_bucket_view = true;
+    check_parity(*this, o, 3);
+  }
+  SECTION("find_unused_parameters") {
+    o.find_unused_parameters = true;
+    check_parity(*this, o, 3);
+  }
+  SECTION("static_graph") {
+    o.static_graph = true;
+    check_parity(*this, o, 3);
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp: buckets are one per dtype first, rebuilt once in ready order", "[ddp]") {
+  auto model = std::make_shared<ParityNet>(3);
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.bucket_cap_mb = 0.001;
+  DistributedDataParallel ddp(model, o);
+  CHECK(ddp.reducer().bucket_indices() == std::vector<std::vector<size_t>>{{0, 1, 2}});
+  const Tensor x = ones({2, 2});
+  for (int it = 0; it < 3; ++it) autograd::backward(autograd::sum(ddp.forward(x)));
+  const auto stats = ddp.logging_data();
+  CHECK(stats.iteration == 3);
+  CHECK(stats.rebuilds == 1);
+  // Rebuilt in ready order (fc3, fc2, fc1): all 2880 bytes fit the first bucket's 1 MiB.
+  CHECK(ddp.reducer().bucket_indices() == std::vector<std::vector<size_t>>{{2, 1, 0}});
+  CHECK(stats.comm_hook == "builtin allreduce");
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp: no_sync accumulates locally, the next synced step reduces the sum", "[ddp]") {
+  const int r = rank(), ws = size();
+  auto model = std::make_shared<Task>();
+  DDPOptions o;
+  o.process_group = shared_group();
+  DistributedDataParallel ddp(model, o);
+  const Tensor x = full({2, 2}, static_cast<double>(r));
+  {
+    auto guard = ddp.no_sync();
+    autograd::backward(autograd::sum(autograd::mul(ddp.forward(x), static_cast<double>(r + 1))));
+  }
+  CHECK(ddp.require_backward_grad_sync());
+  // Local only: (r + 1) per element.
+  CHECK(equal(autograd::grad(model->p), full({2, 2}, static_cast<double>(r + 1))));
+  autograd::backward(autograd::sum(autograd::mul(ddp.forward(x), static_cast<double>(r + 1))));
+  // Synced: the average over ranks of 2 (r + 1) = (ws + 1).
+  CHECK(allclose(autograd::grad(model->p), full({2, 2}, static_cast<double>(ws + 1))));
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp: sparse EmbeddingBag gradients are reduced sparse", "[ddp]") {
+  const int r = rank(), ws = size();
+  Generator gen(1337);
+  auto vanilla = std::make_shared<nn::EmbeddingBag>(10, 10, nn::EmbeddingBagMode::Mean, true, &gen);
+  Generator gen2(1337);
+  auto local = std::make_shared<nn::EmbeddingBag>(10, 10, nn::EmbeddingBagMode::Mean, true, &gen2);
+  DDPOptions o;
+  o.process_group = shared_group();
+  DistributedDataParallel ddp(local, o);
+  Generator data(42);
+  const Tensor input = randint(0, 10, {2 * ws, 2}, DType::Int64, &data);
+  const Tensor target = randint(0, 10, {2 * ws}, DType::Int64, &data);
+  autograd::backward(autograd::cross_entropy(autograd::softmax(vanilla->forward(input), 1), target));
+  const Tensor mine = input.slice(0, 2 * r, 2 * r + 2);
+  autograd::backward(autograd::cross_entropy(autograd::softmax(ddp.forward(mine), 1), target.slice(0, 2 * r, 2 * r + 2)));
+  const Tensor dg = autograd::grad(local->weight());
+  REQUIRE(dg.defined());
+  CHECK(dg.is_sparse());
+  CHECK(allclose(dg.sparse().to_dense(), autograd::grad(vanilla->weight()).sparse().to_dense(), 1e-5, 1e-7));
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp: an unused parameter without find_unused_parameters fails the next iteration",
+                 "[ddp]") {
+  auto model = std::make_shared<ParityNet>(5, /*with_unused=*/true);
+  DDPOptions o;
+  o.process_group = shared_group();
+  DistributedDataParallel ddp(model, o);
+  autograd::backward(autograd::sum(ddp.forward(ones({2, 2}))));
+  CHECK_THROWS_WITH(ddp.forward(ones({2, 2})),
+                    Catch::Contains("Expected to have finished reduction in the prior iteration") &&
+                        Catch::Contains("unused.weight"));
+  CHECK(ddp.logging_data().has_error);
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp: globally unused parameters keep no grad, locally unused get the average",
+                 "[ddp]") {
+  // SPEC C.5 test_global_local_unused_params_grad: rank 0 uses t0, the others t1; task_unused nowhere.
+  if (size() < 2) return;
+  struct Tasks : nn::Module {
+    Tasks() : nn::Module("Tasks") {
+      t0 = register_module("t0", std::make_shared<Task>());
+      t1 = register_module("t1", std::make_shared<Task>());
+      unused = register_module("task_unused", std::make_shared<Task>());
+    }
+    std::shared_ptr<Task> t0, t1, unused;
+    int rank = 0;
+    Tensor forward(const Tensor& x) override { return rank == 0 ? t0->forward(x) : t1->forward(x); }
+  };
+  for (bool as_view : {false, true}) {
+    INFO("gradient_as_bucket_view " << as_view);
+    auto model = std::make_shared<Tasks>();
+    model->rank = rank();
+    DDPOptions o;
+    o.process_group = shared_group();
+    o.find_unused_parameters = true;
+    o.gradient_as_bucket_view = as_view;
+    DistributedDataParallel ddp(model, o);
+    autograd::backward(autograd::mean(ddp.forward(full({2, 2}, 8.0))));
+    CHECK(autograd::grad(model->t0->p).defined());
+    CHECK(autograd::grad(model->t1->p).defined());
+    CHECK_FALSE(autograd::grad(model->unused->p).defined());
+    // mean over 4 elements gives 0.25 each on the rank that used the task; averaged over ws ranks.
+    const double t0 = 0.25 / size();
+    const double t1 = 0.25 * (size() - 1) / size();
+    CHECK(allclose(autograd::grad(model->t0->p), full({2, 2}, t0)));
+    CHECK(allclose(autograd::grad(model->t1->p), full({2, 2}, t1)));
+  }
+}
