@@ -101,31 +101,37 @@ void DistributedDataParallel::verify_params_across_processes() {
   for (int r = 0; r < pg.size(); ++r) all[0].push_back(zeros({longest}, DType::Int64));
   collectives::TensorList desc{from_vector(padded, {longest})};
   pg.allgather(all, desc)->wait();
-  const int64_t* zero = all[0][0].data<int64_t>();
-  const int me = pg.rank();
-  if (zero[0] != static_cast<int64_t>(params_.size())) {
-    BRAID_THROW(InvalidArgument,
-                "DDP expects same model across all ranks, but Rank {} has {} params, while rank 0 has inconsistent "
-                "{} params.", me, params_.size(), zero[0]);
-  }
-  size_t at = 1;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto dtype = zero[at];
-    const auto ndim = zero[at + 1];
-    Shape shape;
-    for (int64_t d = 0; d < ndim && at + 2 + static_cast<size_t>(d) < static_cast<size_t>(longest); ++d) {
-      shape.push_back(zero[at + 2 + static_cast<size_t>(d)]);
-    }
-    const Tensor& p = params_[i];
-    if (dtype != static_cast<int64_t>(p.dtype()) || shape != p.shape()) {
+  // Every rank compares every rank with rank 0, so that all of them fail together (a rank that went on
+  // alone would wait in the next collective).
+  const std::vector<int64_t> reference(all[0][0].data<int64_t>(), all[0][0].data<int64_t>() + longest);
+  const auto describe_at = [](const std::vector<int64_t>& d, size_t at) {
+    const auto dtype = d[at];
+    Shape shape(d.begin() + static_cast<std::ptrdiff_t>(at) + 2,
+                d.begin() + static_cast<std::ptrdiff_t>(at) + 2 + d[at + 1]);
+    const std::string name =
+        dtype >= 0 && dtype < static_cast<int64_t>(kAllDTypes.size()) ? std::string(dtype_name(static_cast<DType>(dtype))) : "?";
+    return name + " " + shape_str(shape);
+  };
+  for (int r = 1; r < pg.size(); ++r) {
+    const std::vector<int64_t> other(all[0][static_cast<size_t>(r)].data<int64_t>(),
+                                     all[0][static_cast<size_t>(r)].data<int64_t>() + longest);
+    if (other[0] != reference[0]) {
       BRAID_THROW(InvalidArgument,
-                  "DDP: {} (parameter {}) on rank {} is {} {} and appears not to match sizes of the same param in "
-                  "process 0 ({} {})", param_names_[i], i, me, dtype_name(p.dtype()), shape_str(p.shape()),
-                  dtype >= 0 && dtype < static_cast<int64_t>(kAllDTypes.size()) ? dtype_name(static_cast<DType>(dtype))
-                                                                               : "?",
-                  shape_str(shape));
+                  "DDP expects same model across all ranks, but Rank {} has {} params, while rank 0 has inconsistent "
+                  "{} params.", r, other[0], reference[0]);
     }
-    at += 2 + static_cast<size_t>(ndim);
+    size_t at = 1;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const size_t len = 2 + static_cast<size_t>(reference[at + 1]);
+      if (!std::equal(reference.begin() + static_cast<std::ptrdiff_t>(at),
+                      reference.begin() + static_cast<std::ptrdiff_t>(at + len),
+                      other.begin() + static_cast<std::ptrdiff_t>(at))) {
+        BRAID_THROW(InvalidArgument,
+                    "DDP: {} (parameter {}) on rank {} is {} and appears not to match sizes of the same param in "
+                    "process 0 ({})", param_names_[i], i, r, describe_at(other, at), describe_at(reference, at));
+      }
+      at += len;
+    }
   }
 }
 
