@@ -145,7 +145,7 @@ std::vector<Tensor> DistributedDataParallel::synced_buffers() const {
   return out;
 }
 
-void DistributedDataParallel::sync_module_states(bool params, bool buffers) {
+void DistributedDataParallel::sync_module_states(bool params, bool buffers, int root) {
   std::vector<Tensor> tensors;
   if (params) tensors = params_;
   if (buffers) {
@@ -168,7 +168,9 @@ void DistributedDataParallel::sync_module_states(bool params, bool buffers) {
       off += t.numel();
     }
     collectives::TensorList list{flat};
-    options_.process_group->broadcast(list)->wait();
+    collectives::BroadcastOptions bo;
+    bo.root_rank = root;
+    options_.process_group->broadcast(list, bo)->wait();
     off = 0;
     for (const auto& t : group) {
       t.copy_(flat.slice(0, off, off + t.numel()).view(t.shape()));
@@ -180,8 +182,12 @@ void DistributedDataParallel::sync_module_states(bool params, bool buffers) {
 void DistributedDataParallel::register_comm_hook(NamedCommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
 
 void DistributedDataParallel::before_forward() {
-  // Buffers are re-collected each time: user code may have replaced one.
-  if (options_.broadcast_buffers && require_backward_grad_sync_) sync_module_states(false, true);
+  if (join_enabled_) {
+    join_forward_prologue(/*active=*/true);
+  } else if (options_.broadcast_buffers && require_backward_grad_sync_) {
+    // Buffers are re-collected each time: user code may have replaced one.
+    sync_module_states(false, true);
+  }
   reducer_->prepare_for_forward();
 }
 

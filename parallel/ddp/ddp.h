@@ -80,6 +80,29 @@ class DistributedDataParallel : public nn::Module {
   NoSync no_sync() { return NoSync(*this); }
   bool require_backward_grad_sync() const { return require_backward_grad_sync_; }
 
+  // Uneven inputs (PyTorch's ddp.join(), SPEC C.11): create it on every rank before the training loop
+  // and let it go after. While it lives, each forward first counts the ranks still training; a rank whose
+  // loop ended waits in the destructor, shadowing the others' iterations (it joins their collectives with
+  // zero gradients) until every rank has ended, then all ranks take the parameters and buffers of the
+  // last rank to finish (the highest one). divide_by_initial_world_size: averages divide by the initial
+  // world size (joined ranks count as zeros) or, when false, by the ranks still training. enable = false
+  // makes it a no-op. Left by an exception, it does not shadow (the others then fail on their timeouts).
+  class Join {
+   public:
+    Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable);
+    ~Join();
+    Join(const Join&) = delete;
+    Join& operator=(const Join&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool enable_;
+    int uncaught_;
+  };
+  Join join(bool divide_by_initial_world_size = true, bool enable = true) {
+    return Join(*this, divide_by_initial_world_size, enable);
+  }
+
   // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration.
   ReducerStats logging_data() const { return reducer_->stats(); }
   // The managed parameters, in registration order, and their names.
@@ -88,7 +111,13 @@ class DistributedDataParallel : public nn::Module {
 
  private:
   void verify_params_across_processes();
-  void sync_module_states(bool params, bool buffers);
+  void sync_module_states(bool params, bool buffers, int root = 0);
+  double allreduce_scalar(double value, collectives::ReduceOp op);
+  // Join: the collectives every forward adds while a Join lives (count of training ranks, the global
+  // grad-sync flag, the buffers' source), and a joined rank's stand-in for one iteration of the others.
+  bool join_forward_prologue(bool active);
+  void join_shadow_iteration();
+  void join_finish();
   std::vector<Tensor> synced_buffers() const;
   void before_forward();
   void after_forward(const TensorList& outputs);
@@ -100,6 +129,9 @@ class DistributedDataParallel : public nn::Module {
   std::vector<bool> expect_sparse_;
   std::shared_ptr<Reducer> reducer_;
   bool require_backward_grad_sync_ = true;
+  bool join_enabled_ = false;
+  bool join_divide_by_initial_ = true;
+  int64_t join_iterations_ = 0;  // forwards run inside the current Join
 };
 
 }  // namespace braid::parallel

@@ -80,6 +80,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
   // What the averaging divides by (the world size; join changes it).
   void set_divisor(double divisor);
+  // A joined rank's part in one iteration of the ranks still training (DDP join): the bucket rebuild
+  // when it is due, every bucket's comm hook on zeros, in the current order, and the used-map allreduce.
+  void join_shadow_iteration();
   std::vector<std::vector<size_t>> bucket_indices() const;
   ReducerStats stats() const;
   bool expecting_hooks() const;

@@ -110,6 +110,33 @@ void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int3
   }
 }
 
+void Reducer::join_shadow_iteration() {
+  std::vector<Future<Tensor>> results;
+  bool search_unused = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_CHECK_ARG(!require_finalize_, "DDP join: a rank cannot shadow others while its own backward is unfinished");
+    rebuild_buckets();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      Bucket& bucket = buckets_[b];
+      if (bucket.sparse) {
+        const Tensor& p = params_[bucket.variables[0]];
+        bucket.sparse_grad = SparseTensor::from_dense(zeros(p.shape(), TensorOptions(p.dtype(), p.device()))).to_tensor();
+      } else {
+        bucket.buffer.zero_();
+      }
+      results.push_back(run_comm_hook(b));
+    }
+    search_unused = options_.find_unused_parameters || options_.static_graph;
+  }
+  for (auto& f : results) (void)f.value();
+  if (search_unused) {
+    Tensor used = zeros({static_cast<int64_t>(params_.size())}, DType::Int32);
+    collectives::TensorList list{used};
+    group_->allreduce(list)->wait();
+  }
+}
+
 void Reducer::rebuild_buckets() {
   if (rebuilt_ || (options_.find_unused_parameters && !options_.static_graph)) return;
   if (ready_order_.size() != params_.size()) return;  // the first iteration has not finished
