@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "nn/embedding.h"
 #include "parallel/ddp/bucket_assignment.h"
+#include "parallel/ddp/control_device.h"
 #include "tensor/factory.h"
 
 namespace braid::parallel {
@@ -88,19 +89,21 @@ void DistributedDataParallel::verify_params_across_processes() {
   auto& pg = *options_.process_group;
   const std::vector<int64_t> mine = describe_params(params_);
   // Lengths first (ranks with other models describe more or fewer numbers), then the padded descriptions.
-  Tensor len = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1});
+  const Device dev = control_device(pg, params_.front());
+  Tensor len = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}).to(dev);
   std::vector<collectives::TensorList> lens(1);
-  for (int r = 0; r < pg.size(); ++r) lens[0].push_back(zeros({1}, DType::Int64));
+  for (int r = 0; r < pg.size(); ++r) lens[0].push_back(zeros({1}, TensorOptions(DType::Int64, dev)));
   collectives::TensorList in{len};
   pg.allgather(lens, in)->wait();
   int64_t longest = 0;
-  for (const auto& t : lens[0]) longest = std::max(longest, t.data<int64_t>()[0]);
+  for (const auto& t : lens[0]) longest = std::max(longest, t.cpu().data<int64_t>()[0]);
   std::vector<int64_t> padded = mine;
   padded.resize(static_cast<size_t>(longest), -1);
   std::vector<collectives::TensorList> all(1);
-  for (int r = 0; r < pg.size(); ++r) all[0].push_back(zeros({longest}, DType::Int64));
-  collectives::TensorList desc{from_vector(padded, {longest})};
+  for (int r = 0; r < pg.size(); ++r) all[0].push_back(zeros({longest}, TensorOptions(DType::Int64, dev)));
+  collectives::TensorList desc{from_vector(padded, {longest}).to(dev)};
   pg.allgather(all, desc)->wait();
+  for (auto& t : all[0]) t = t.cpu();
   // Every rank compares every rank with rank 0, so that all of them fail together (a rank that went on
   // alone would wait in the next collective).
   const std::vector<int64_t> reference(all[0][0].data<int64_t>(), all[0][0].data<int64_t>() + longest);

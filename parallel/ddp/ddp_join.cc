@@ -12,18 +12,19 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "parallel/ddp/control_device.h"
 #include "parallel/ddp/ddp.h"
 #include "tensor/factory.h"
 
 namespace braid::parallel {
 
 double DistributedDataParallel::allreduce_scalar(double value, collectives::ReduceOp op) {
-  Tensor t = full({1}, value);
+  Tensor t = full({1}, value).to(control_device(*options_.process_group, params_.front()));
   collectives::TensorList list{t};
   collectives::AllreduceOptions o;
   o.reduce_op = op;
   options_.process_group->allreduce(list, o)->wait();
-  return t.item<float>();
+  return t.cpu().item<float>();
 }
 
 bool DistributedDataParallel::join_forward_prologue(bool active) {

@@ -6,6 +6,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "parallel/ddp/bucket_assignment.h"
+#include "parallel/ddp/control_device.h"
 #include "parallel/ddp/reducer.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
@@ -50,9 +51,11 @@ void Reducer::finalize_backward() {
     if (search_unused) {
       // A parameter used on any rank gets the averaged gradient everywhere; one unused on every rank keeps
       // its .grad as it was (SPEC C.5). An empty local unused set still takes part: others may have some.
-      Tensor used = from_vector(local_used, {static_cast<int64_t>(local_used.size())});
+      Tensor used = from_vector(local_used, {static_cast<int64_t>(local_used.size())})
+                        .to(control_device(*group_, params_.front()));
       collectives::TensorList list{used};
       group_->allreduce(list)->wait();
+      used = used.cpu();
       global_used.resize(local_used.size());
       const int32_t* p = used.data<int32_t>();
       for (size_t i = 0; i < global_used.size(); ++i) global_used[i] = p[i];
@@ -131,7 +134,8 @@ void Reducer::join_shadow_iteration() {
   }
   for (auto& f : results) (void)f.value();
   if (search_unused) {
-    Tensor used = zeros({static_cast<int64_t>(params_.size())}, DType::Int32);
+    Tensor used = zeros({static_cast<int64_t>(params_.size())},
+                        TensorOptions(DType::Int32, control_device(*group_, params_.front())));
     collectives::TensorList list{used};
     group_->allreduce(list)->wait();
   }
@@ -142,11 +146,12 @@ void Reducer::rebuild_buckets() {
   if (ready_order_.size() != params_.size()) return;  // the first iteration has not finished
   // Every rank must bucket the same way: rank 0's ready order wins.
   std::vector<int64_t> order(ready_order_.begin(), ready_order_.end());
-  Tensor t = from_vector(order, {static_cast<int64_t>(order.size())});
+  Tensor t = from_vector(order, {static_cast<int64_t>(order.size())}).to(control_device(*group_, params_.front()));
   collectives::TensorList list{t};
   collectives::BroadcastOptions bo;
   bo.root_rank = 0;
   group_->broadcast(list, bo)->wait();
+  t = t.cpu();
   const int64_t* agreed = t.data<int64_t>();
   std::vector<Tensor> walked;
   std::vector<bool> sparse;
