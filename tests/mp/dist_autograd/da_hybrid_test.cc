@@ -4,7 +4,8 @@
 // autograd context per round: forward through both remote modules, loss = (output * values).sum(),
 // distributed backward, get_gradients.
 //
-// Expected values: SPEC E.5 (the seed's golden values). By hand for trainer 0: output is
+// Expected values: SPEC E.5 (the seed's golden values), reproduced by seed000_reference.py (PyTorch, one
+// process; its output is seed000_reference.txt). By hand for trainer 0: output is
 // [-3.5, -3.5, 3.5, 3.5], so dloss/doutput = sum(values) = -4 per row; fc2.weight's gradient is
 // -4 * (2 * [3.5, 0, 0] + 2 * [3.5, 3.5, 3.5]) = [-56, -28, -28]; the hidden gradient is [-4, 4, 4, 4, 4]
 // for rows 0-1 and [-12, -4, -4, -4, -4] for rows 2-3, which gives fc1.weight [[-32, -16], [0, -16]],
