@@ -1,9 +1,9 @@
 // Seed 000's DDP modes (test_backward_ddp_inside / _ddp_outside / _ddp_outside_uneven_inputs) on 6 ranks:
 // trainers 0-3 reduce over a group of their own, worker4 hosts the remote modules, the master (rank 5)
 // drives 3 rounds. DDP runs inside distributed autograd contexts, so the averaged gradients go to each
-// context's map. Expected values: SPEC E.5, reproduced by seed000_reference.py — with even inputs every DDP gradient is exactly 0 (the
-// examples cancel over the trainers) and INSIDE's fc1 keeps the NONE values; with uneven inputs under
-// join, the last micro-batch's DDP gradients are the table's.
+// context's map. Expected values: SPEC E.5, reproduced by seed000_reference.py. With even inputs every
+// DDP gradient is exactly 0 (the examples cancel over the trainers) and INSIDE's fc1 keeps the NONE
+// values; with uneven inputs under join, the last micro-batch's DDP gradients are the table's.
 #include <catch2/catch.hpp>
 
 #include "collectives/backends/world.h"
