@@ -68,6 +68,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                     params_.front().device().str(), p.device().str());
   }
 
+  if (const auto dt = options_.mixed_precision.buffer_dtype) {
+    BRAID_CHECK_ARG(is_floating(*dt), "DistributedDataParallel: buffer_dtype must be floating, got {}", dtype_name(*dt));
+    autograd::NoGradGuard no_grad;
+    for (auto& b : synced_buffers()) {
+      if (is_floating(b.dtype()) && b.dtype() != *dt) b.set_data(b.to(*dt));
+    }
+  }
   verify_params_across_processes();
   sync_module_states(/*params=*/true, /*buffers=*/true);
 
@@ -76,6 +83,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
   ro.static_graph = options_.static_graph;
   ro.bucket_bytes_cap = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
+  ro.reduce_dtype = options_.mixed_precision.reduce_dtype;
   // First iteration: one bucket per dtype and device unless unused parameters are searched each
   // iteration (then the final limits at once); reversed, so that the last layers go first (SPEC C.3).
   std::vector<size_t> limits{std::numeric_limits<size_t>::max()};

@@ -44,6 +44,14 @@ struct DDPOptions {
   // Parameter and buffer names (as named_parameters() gives them; a leading '.' is ignored) that DDP
   // neither reduces nor broadcasts.
   std::vector<std::string> params_and_buffers_to_ignore;
+  // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14), the parts braid has: gradients are reduced in
+  // reduce_dtype; floating buffers are cast to buffer_dtype at construction. (param_dtype — running the
+  // forward on low-precision copies of the parameters — is not implemented.)
+  struct MixedPrecision {
+    std::optional<DType> reduce_dtype;
+    std::optional<DType> buffer_dtype;
+  };
+  MixedPrecision mixed_precision;
 };
 
 class DistributedDataParallel : public nn::Module {

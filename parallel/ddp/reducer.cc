@@ -98,7 +98,9 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& bucket_indic
       numel += p.numel();
     }
     if (!bucket.sparse) {
-      bucket.buffer = zeros({numel}, TensorOptions(first.dtype(), first.device()));
+      const DType dtype = options_.reduce_dtype.value_or(first.dtype());
+      BRAID_CHECK_ARG(is_floating(dtype), "Reducer: reduce_dtype must be floating, got {}", dtype_name(dtype));
+      bucket.buffer = zeros({numel}, TensorOptions(dtype, first.device()));
       int64_t offset = 0;
       for (size_t i : vars) {
         const Tensor& p = params_[i];
@@ -113,7 +115,11 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& bucket_indic
   }
   buckets_ = std::move(buckets);
   locator_ = std::move(locator);
-  if (options_.gradient_as_bucket_view) {
+  as_view_ = options_.gradient_as_bucket_view;
+  for (const auto& b : buckets_) {
+    if (!b.sparse && b.buffer.dtype() != params_[b.variables[0]].dtype()) as_view_ = false;
+  }
+  if (as_view_) {
     // Existing gradients move into their slots, and .grad becomes the slot.
     for (size_t i = 0; i < params_.size(); ++i) {
       auto [b, slot] = locator_[i];

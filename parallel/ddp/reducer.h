@@ -43,6 +43,10 @@ struct ReducerOptions {
   bool static_graph = false;
   size_t first_bucket_bytes = size_t{1} << 20;  // PyTorch's _DEFAULT_FIRST_BUCKET_BYTES
   size_t bucket_bytes_cap = size_t{25} << 20;   // bucket_cap_mb = 25
+  // Mixed precision's reduce_dtype: buckets hold (and communicate) gradients in this floating dtype and
+  // the results are cast back; unset: each bucket in its parameters' dtype. A bucket in another dtype than
+  // its parameters cannot be their .grad, so gradient_as_bucket_view then copies.
+  std::optional<DType> reduce_dtype;
 };
 
 // What DDP's logging data reports (PyTorch's _get_ddp_logging_data), for the last finished iteration.
@@ -124,6 +128,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   mutable std::mutex mu_;
   std::vector<Bucket> buckets_;                     // GUARDED_BY(mu_)
   std::vector<std::pair<size_t, size_t>> locator_;  // per variable: (bucket, slot) GUARDED_BY(mu_)
+  bool as_view_ = false;  // gradient_as_bucket_view and the buckets share the parameters' dtypes
   std::optional<NamedCommHook> hook_;               // GUARDED_BY(mu_)
   double divisor_;                                  // GUARDED_BY(mu_)
 

@@ -103,12 +103,12 @@ void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int3
     const Tensor& view = bucket.views[slot];
     const Tensor& g = grads_[i];
     if (g.defined() && g.storage() == bucket.buffer.storage()) continue;  // .grad is the slot already
-    if (options_.gradient_as_bucket_view && into_grad) {
+    if (as_view_ && into_grad) {
       autograd::set_grad(params_[i], view);
     } else if (g.defined()) {
       g.copy_(view);
     } else {
-      assign_grad(params_[i], view.clone());
+      assign_grad(params_[i], view.to(params_[i].dtype()).clone());
     }
   }
 }

@@ -79,6 +79,34 @@ TEST_CASE_METHOD(MpFixture, "ddp: gradients equal a single process on the whole 
     o.static_graph = true;
     check_parity(*this, o, 3);
   }
+  SECTION("mixed precision: reduce in float64") {
+    o.mixed_precision.reduce_dtype = DType::Float64;
+    o.gradient_as_bucket_view = true;  // cannot be views of float64 buckets: copies instead
+    check_parity(*this, o, 3);
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp: mixed precision reduces in bfloat16 and casts buffers", "[ddp]") {
+  struct WithBuffer : nn::Module {
+    WithBuffer() : nn::Module("B") {
+      w = register_parameter("w", full({64}, 1.0));
+      b = register_buffer("b", zeros({2}, DType::Float64));
+    }
+    Tensor forward(const Tensor& x) override { return autograd::mul(w, x); }
+    Tensor w, b;
+  };
+  auto model = std::make_shared<WithBuffer>();
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.mixed_precision.reduce_dtype = DType::BFloat16;
+  o.mixed_precision.buffer_dtype = DType::Float32;
+  DistributedDataParallel ddp(model, o);
+  CHECK(model->b.dtype() == DType::Float32);
+  // Gradient r + 1 per element on rank r; the average (ws + 1) / 2 is exact in bfloat16 for small ws.
+  autograd::backward(autograd::sum(ddp.forward(full({64}, static_cast<double>(rank() + 1)))));
+  const Tensor g = autograd::grad(model->w);
+  CHECK(g.dtype() == DType::Float32);
+  CHECK(allclose(g, full({64}, (size() + 1) / 2.0), 1e-2, 0));
 }
 
 TEST_CASE_METHOD(MpFixture, "ddp: buckets are one per dtype first, rebuilt once in ready order", "[ddp]") {
