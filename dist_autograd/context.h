@@ -29,6 +29,7 @@
 namespace braid::dist_autograd {
 
 class ContextState;
+class CurrentContextScope;
 
 // The RAII scope of one context: creating it starts a context and makes it current on this thread;
 // destroying it releases the context on this worker and on every worker that took part (waiting, up to
@@ -47,6 +48,7 @@ class Context {
  private:
   int64_t id_;
   std::shared_ptr<ContextState> state_;
+  std::unique_ptr<CurrentContextScope> scope_;
 };
 
 // The id of this thread's current context; -1 when there is none.

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "rpc/call_hooks.h"
 #include "rpc/value_codec.h"
 
 namespace braid::rpc {
@@ -146,6 +147,19 @@ void RpcAgent::send_request(int to, MessageType type, std::vector<uint8_t> meta,
   msg.type = type;
   msg.meta = std::move(meta);
   msg.tensors = std::move(tensors);
+  send_message(to, std::move(msg), timeout, std::move(what), std::move(on_reply));
+}
+
+void RpcAgent::send_message(int to, Message msg, Millis timeout, std::string what, ReplyHandler on_reply) {
+  if (CallHooks* hooks = call_hooks(); hooks != nullptr && carries_call(msg.type)) {
+    try {
+      hooks->on_send_request(to, msg);
+    } catch (...) {
+      on_reply(nullptr, std::current_exception());
+      return;
+    }
+  }
+  msg.sources.clear();  // sender-side only: a call to this worker itself must not keep them alive
   const Millis t = resolve(timeout);
   bool wake_timer = false;
   {
@@ -173,6 +187,9 @@ void RpcAgent::send_request(int to, MessageType type, std::vector<uint8_t> meta,
 
 void RpcAgent::deliver(int to, Message msg) {
   if (to == self_.id) {
+    // Fresh handles (same storage): a call to this worker sees its tensors as a peer would, without the
+    // caller's autograd state (distributed autograd records the edge itself).
+    for (auto& t : msg.tensors) t = t.alias();
     on_message(self_.id, std::move(msg));
   } else {
     transport_->send(to, std::move(msg));
@@ -206,6 +223,14 @@ void RpcAgent::on_message(int peer, Message msg) {
         err = std::current_exception();
       }
       complete(msg.id, nullptr, err);
+    } else if (!msg.ext.empty() && call_hooks() != nullptr) {
+      try {
+        call_hooks()->on_receive_reply(peer, msg);
+      } catch (...) {
+        complete(msg.id, nullptr, std::current_exception());
+        return;
+      }
+      complete(msg.id, &msg, nullptr);
     } else {
       complete(msg.id, &msg, nullptr);
     }
@@ -320,10 +345,9 @@ Value RpcAgent::decode_reply(int peer, Message& reply) {
   return v;
 }
 
-Future<Value> RpcAgent::value_future(const std::string& what, int peer, MessageType type, std::vector<uint8_t> meta,
-                                     std::vector<Tensor> tensors, Millis timeout) {
+Future<Value> RpcAgent::value_future(const std::string& what, int peer, Message msg, Millis timeout) {
   Future<Value> result(what);
-  send_request(peer, type, std::move(meta), std::move(tensors), timeout, what,
+  send_message(peer, std::move(msg), timeout, what,
                [this, result, peer](Message* reply, std::exception_ptr error) {
                  if (error) {
                    result.set_error(std::move(error));
@@ -342,24 +366,24 @@ Future<Value> RpcAgent::value_future(const std::string& what, int peer, MessageT
 
 namespace {
 
-struct CallMeta {
-  std::vector<uint8_t> meta;
-  std::vector<Tensor> tensors;
-};
+Message request_of(MessageType type) {
+  Message m;
+  m.type = type;
+  return m;
+}
 
 }  // namespace
 
 Future<Value> RpcAgent::call_async(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout) {
   check_running("rpc_async");
   const WorkerInfo& dst = worker(to.name);
-  CallMeta m;
+  Message m = request_of(MessageType::kCall);
   MetaWriter w(m.meta);
   w.u8(kTargetFunction);
   w.str(fn);
   const RRefEncoder enc = encoder_for(dst.id);
-  encode_args(args, w, m.tensors, &enc);
-  return value_future(fmt::format("rpc to '{}' of '{}'", dst.name, fn), dst.id, MessageType::kCall,
-                      std::move(m.meta), std::move(m.tensors), timeout);
+  encode_args(args, w, m.tensors, &enc, &m.sources);
+  return value_future(fmt::format("rpc to '{}' of '{}'", dst.name, fn), dst.id, std::move(m), timeout);
 }
 
 Value RpcAgent::call_sync(const WorkerInfo& to, const std::string& fn, const Args& args, Millis timeout) {
@@ -384,16 +408,16 @@ RRef RpcAgent::remote(const WorkerInfo& to, const std::string& fn, const Args& a
   }
   const RRefId id = rrefs_->new_id();
   RRef rref = rrefs_->make_creator_user(dst, id);
-  CallMeta m;
+  Message m = request_of(MessageType::kRemoteCall);
   MetaWriter w(m.meta);
   w.id(id);
   w.id(id);
   w.u8(kTargetFunction);
   w.str(fn);
   const RRefEncoder enc = encoder_for(dst.id);
-  encode_args(args, w, m.tensors, &enc);
+  encode_args(args, w, m.tensors, &enc, &m.sources);
   auto state = rref.state();
-  send_request(dst.id, MessageType::kRemoteCall, std::move(m.meta), std::move(m.tensors), timeout,
+  send_message(dst.id, std::move(m), timeout,
                fmt::format("remote on '{}' of '{}'", dst.name, fn),
                [this, state](Message*, std::exception_ptr error) { rrefs_->on_creation_confirmed(state, error); });
   return rref;
@@ -407,16 +431,16 @@ Future<Value> RpcAgent::call_method_async(const RRef& rref, const std::string& m
   if (s->is_owner) {
     return invoke_method(s->owner_value, method, args, self_.id);
   }
-  CallMeta m;
+  Message m = request_of(MessageType::kCall);
   MetaWriter w(m.meta);
   w.u8(kTargetMethod);
   w.str(method);
   w.id(s->rref_id);
   const RRefEncoder enc = encoder_for(s->owner.id);
-  encode_args(args, w, m.tensors, &enc);
+  encode_args(args, w, m.tensors, &enc, &m.sources);
   Future<Value> f = value_future(fmt::format("rpc to '{}' of method '{}' of RRef {}", s->owner.name, method,
                                              s->rref_id.to_string()),
-                                 s->owner.id, MessageType::kCall, std::move(m.meta), std::move(m.tensors), timeout);
+                                 s->owner.id, std::move(m), timeout);
   f.add_callback([keep = rref](const Future<Value>&) {});  // the user stays alive until the reply
   return f;
 }
@@ -437,7 +461,7 @@ RRef RpcAgent::remote_method(const RRef& rref, const std::string& method, const 
   }
   const RRefId id = rrefs_->new_id();
   RRef result = rrefs_->make_creator_user(s->owner, id);
-  CallMeta m;
+  Message m = request_of(MessageType::kRemoteCall);
   MetaWriter w(m.meta);
   w.id(id);
   w.id(id);
@@ -445,9 +469,9 @@ RRef RpcAgent::remote_method(const RRef& rref, const std::string& method, const 
   w.str(method);
   w.id(s->rref_id);
   const RRefEncoder enc = encoder_for(s->owner.id);
-  encode_args(args, w, m.tensors, &enc);
+  encode_args(args, w, m.tensors, &enc, &m.sources);
   auto state = result.state();
-  send_request(s->owner.id, MessageType::kRemoteCall, std::move(m.meta), std::move(m.tensors), timeout,
+  send_message(s->owner.id, std::move(m), timeout,
                fmt::format("remote on '{}' of method '{}'", s->owner.name, method),
                [this, state, keep = rref](Message*, std::exception_ptr error) {
                  rrefs_->on_creation_confirmed(state, error);
@@ -460,11 +484,11 @@ Future<Value> RpcAgent::fetch(const RRef& rref, Millis timeout) {
   const auto& s = rref.state();
   if (auto err = s->creation_error()) std::rethrow_exception(err);
   if (s->is_owner) return s->owner_value->value;
-  std::vector<uint8_t> meta;
-  MetaWriter w(meta);
+  Message m = request_of(MessageType::kRRefFetch);
+  MetaWriter w(m.meta);
   w.id(s->rref_id);
   Future<Value> f = value_future(fmt::format("to_here of RRef {} from '{}'", s->rref_id.to_string(), s->owner.name),
-                                 s->owner.id, MessageType::kRRefFetch, std::move(meta), {}, timeout);
+                                 s->owner.id, std::move(m), timeout);
   f.add_callback([keep = rref](const Future<Value>&) {});
   return f;
 }

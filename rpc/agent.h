@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/future.h"
+#include "rpc/call_hooks.h"
 #include "rpc/message.h"
 #include "rpc/registry.h"
 #include "rpc/rref.h"
@@ -103,6 +104,11 @@ class RpcAgent {
     ReplyHandler on_reply;
   };
 
+  // send_request's body: runs the call hooks for requests that carry calls, then sends.
+  void send_message(int to, Message msg, Millis timeout, std::string what, ReplyHandler on_reply);
+  static bool carries_call(MessageType t) {
+    return t == MessageType::kCall || t == MessageType::kRemoteCall || t == MessageType::kRRefFetch;
+  }
   void join_job(store::Store& store);
   void on_message(int peer, Message msg);
   void on_peer_failure(int peer, const std::string& reason);
@@ -114,10 +120,11 @@ class RpcAgent {
 
   // Serving requests (agent_serve.cc).
   void serve(int peer, Message msg);
-  void serve_call(int peer, Message& msg, bool keep_as_rref);
-  void serve_fetch(int peer, Message& msg);
+  void serve_call(int peer, Message& msg, bool keep_as_rref, std::shared_ptr<IncomingCall> incoming);
+  void serve_fetch(int peer, Message& msg, std::shared_ptr<IncomingCall> incoming);
   void serve_rref_control(int peer, Message& msg);
-  void reply_value(int peer, uint64_t id, const Value& value);
+  // `incoming` (may be null): the call hooks' view of the request this replies to.
+  void reply_value(int peer, uint64_t id, const Value& value, IncomingCall* incoming = nullptr);
   void reply_error(int peer, uint64_t id, const std::string& message);
   // Runs function (or constructor) `name`, or method `name` of the object behind owned RRef `rref_id`:
   // a future of the result (already complete for synchronous functions).
@@ -129,8 +136,7 @@ class RpcAgent {
   RRefEncoder encoder_for(int dst);
   RRefDecoder decoder_for(int src);
   Value decode_reply(int peer, Message& reply);
-  Future<Value> value_future(const std::string& what, int peer, MessageType type, std::vector<uint8_t> meta,
-                             std::vector<Tensor> tensors, Millis timeout);
+  Future<Value> value_future(const std::string& what, int peer, Message msg, Millis timeout);
 
   // Graceful shutdown (agent_shutdown.cc).
   void wait_drained(const char* phase, std::chrono::steady_clock::time_point deadline);

@@ -49,10 +49,19 @@ Future<Value> run_callable(const std::variant<Sync, Async>& c, A&&... a) {
 
 void RpcAgent::serve(int peer, Message msg) {
   try {
+    std::shared_ptr<IncomingCall> incoming;
+    if (!msg.ext.empty()) {
+      CallHooks* hooks = call_hooks();
+      BRAID_CHECK_TYPED(WireError, hooks != nullptr && carries_call(msg.type),
+                        "rpc: worker '{}' got a {} request with a {}-byte extension it has no hooks for (is "
+                        "braid::dist_autograd linked into this program?)", self_.name, message_type_name(msg.type),
+                        msg.ext.size());
+      incoming = hooks->on_receive_request(peer, msg);
+    }
     switch (msg.type) {
-      case MessageType::kCall: serve_call(peer, msg, false); break;
-      case MessageType::kRemoteCall: serve_call(peer, msg, true); break;
-      case MessageType::kRRefFetch: serve_fetch(peer, msg); break;
+      case MessageType::kCall: serve_call(peer, msg, false, std::move(incoming)); break;
+      case MessageType::kRemoteCall: serve_call(peer, msg, true, std::move(incoming)); break;
+      case MessageType::kRRefFetch: serve_fetch(peer, msg, std::move(incoming)); break;
       default:
         BRAID_THROW(WireError, "rpc: worker '{}' got an unexpected {} request", self_.name,
                     message_type_name(msg.type));
@@ -65,7 +74,7 @@ void RpcAgent::serve(int peer, Message msg) {
   drained_cv_.notify_all();
 }
 
-void RpcAgent::serve_call(int peer, Message& msg, bool keep_as_rref) {
+void RpcAgent::serve_call(int peer, Message& msg, bool keep_as_rref, std::shared_ptr<IncomingCall> incoming) {
   MetaReader r(msg.meta);
   std::shared_ptr<OwnerValue> kept;
   if (keep_as_rref) {
@@ -87,9 +96,14 @@ void RpcAgent::serve_call(int peer, Message& msg, bool keep_as_rref) {
     if (kept) kept->value.set_error(std::current_exception());
     throw;
   }
-  Future<Value> result = invoke(kind, name, target, args, peer);
+  Future<Value> result;
+  {
+    // The hooks' state (distributed autograd's current context) holds while the function runs here.
+    const std::shared_ptr<void> entered = incoming ? incoming->enter() : nullptr;
+    result = invoke(kind, name, target, args, peer);
+  }
   const uint64_t id = msg.id;
-  result.add_callback([this, peer, id, kept](const Future<Value>& f) {
+  result.add_callback([this, peer, id, kept, incoming](const Future<Value>& f) {
     if (auto err = f.error()) {
       if (kept) kept->value.set_error(err);
       reply_error(peer, id, what_of(err));
@@ -99,7 +113,7 @@ void RpcAgent::serve_call(int peer, Message& msg, bool keep_as_rref) {
       kept->value.set_value(f.value());
       reply_value(peer, id, Value());
     } else {
-      reply_value(peer, id, f.value());
+      reply_value(peer, id, f.value(), incoming.get());
     }
   });
 }
@@ -163,7 +177,7 @@ Future<Value> RpcAgent::invoke_method(const std::shared_ptr<OwnerValue>& target,
   return result;
 }
 
-void RpcAgent::serve_fetch(int peer, Message& msg) {
+void RpcAgent::serve_fetch(int peer, Message& msg, std::shared_ptr<IncomingCall> incoming) {
   MetaReader r(msg.meta);
   const RRefId id = r.id("fetched rref id");
   r.expect_end("a fetch");
@@ -171,9 +185,9 @@ void RpcAgent::serve_fetch(int peer, Message& msg) {
   BRAID_CHECK_ARG(target != nullptr, "to_here: worker '{}' owns no RRef {} (asked by worker {})", self_.name,
                   id.to_string(), peer);
   const uint64_t req = msg.id;
-  target->value.add_callback([this, peer, req](const Future<Value>& f) {
+  target->value.add_callback([this, peer, req, incoming](const Future<Value>& f) {
     if (auto err = f.error()) reply_error(peer, req, what_of(err));
-    else reply_value(peer, req, f.value());
+    else reply_value(peer, req, f.value(), incoming.get());
   });
 }
 
@@ -209,14 +223,16 @@ void RpcAgent::serve_rref_control(int peer, Message& msg) {
   }
 }
 
-void RpcAgent::reply_value(int peer, uint64_t id, const Value& value) {
+void RpcAgent::reply_value(int peer, uint64_t id, const Value& value, IncomingCall* incoming) {
   Message reply;
   reply.type = MessageType::kResult;
   reply.id = id;
   try {
     MetaWriter w(reply.meta);
     const RRefEncoder enc = encoder_for(peer);
-    encode_value(value, w, reply.tensors, &enc);
+    encode_value(value, w, reply.tensors, &enc, incoming != nullptr ? &reply.sources : nullptr);
+    if (incoming != nullptr) incoming->on_send_reply(peer, reply);
+    reply.sources.clear();
   } catch (...) {
     reply_error(peer, id, fmt::format("the result could not be sent: {}", what_of(std::current_exception())));
     return;

@@ -40,6 +40,12 @@ struct Message {
   std::vector<Tensor> tensors;
   // Per tensor, whether it required grad on the sender (distributed autograd reads it).
   std::vector<uint8_t> requires_grad;
+  // Bytes a layer above RPC attaches to calls and replies (rpc/call_hooks.h: distributed autograd's
+  // context and message ids); empty for most messages. At most 65535 bytes (a u16 on the wire).
+  std::vector<uint8_t> ext;
+  // Sender side only, never on the wire: per tensor, the caller's tensor it was made from when encoding
+  // had to copy it (contiguous()), else undefined. Call hooks look at these for autograd state.
+  std::vector<Tensor> sources;
 };
 
 }  // namespace braid::rpc

@@ -14,12 +14,22 @@ constexpr uint32_t kUndefinedTensor = std::numeric_limits<uint32_t>::max();
 // Kinds beyond Value::Kind that exist only on the wire.
 constexpr uint8_t kSparseTensorTag = 100;
 
-uint32_t add_tensor(const Tensor& t, std::vector<Tensor>& msg_tensors) {
-  BRAID_CHECK_ARG(msg_tensors.size() < kUndefinedTensor, "rpc: too many tensors in one message ({})",
-                  msg_tensors.size());
+// Where encoding puts tensors: the message's, and (when asked for) the caller's tensor each came from.
+struct TensorsOut {
+  std::vector<Tensor>& tensors;
+  std::vector<Tensor>* sources;
+};
+
+uint32_t add_tensor(const Tensor& t, TensorsOut& out, bool user_tensor) {
+  BRAID_CHECK_ARG(out.tensors.size() < kUndefinedTensor, "rpc: too many tensors in one message ({})",
+                  out.tensors.size());
   Tensor dense = t.is_cuda() ? t.cpu() : t;
-  msg_tensors.push_back(dense.contiguous());
-  return static_cast<uint32_t>(msg_tensors.size() - 1);
+  out.tensors.push_back(dense.contiguous());
+  if (out.sources != nullptr) {
+    out.sources->resize(out.tensors.size() - 1);
+    out.sources->push_back(user_tensor ? t : Tensor());
+  }
+  return static_cast<uint32_t>(out.tensors.size() - 1);
 }
 
 const Tensor& tensor_at(const std::vector<Tensor>& msg_tensors, uint32_t index) {
@@ -28,7 +38,7 @@ const Tensor& tensor_at(const std::vector<Tensor>& msg_tensors, uint32_t index) 
   return msg_tensors[index];
 }
 
-void encode_rec(const Value& v, MetaWriter& w, std::vector<Tensor>& ts, const RRefEncoder* rrefs, int depth) {
+void encode_rec(const Value& v, MetaWriter& w, TensorsOut& ts, const RRefEncoder* rrefs, int depth) {
   BRAID_CHECK_ARG(depth < kMaxValueDepth, "rpc: value nested deeper than {} levels cannot be sent", kMaxValueDepth);
   using K = Value::Kind;
   if (v.kind() == K::Object) {
@@ -42,8 +52,8 @@ void encode_rec(const Value& v, MetaWriter& w, std::vector<Tensor>& ts, const RR
     w.u8(static_cast<uint8_t>(sp.shape().size()));
     for (int64_t s : sp.shape()) w.i64(s);
     w.u8(sp.is_coalesced() ? 1 : 0);
-    w.u32(add_tensor(sp.indices(), ts));
-    w.u32(add_tensor(sp.values(), ts));
+    w.u32(add_tensor(sp.indices(), ts, false));
+    w.u32(add_tensor(sp.values(), ts, false));
     return;
   }
   w.u8(static_cast<uint8_t>(v.kind()));
@@ -53,7 +63,7 @@ void encode_rec(const Value& v, MetaWriter& w, std::vector<Tensor>& ts, const RR
     case K::Int: w.i64(v.as_int()); break;
     case K::Double: w.f64(v.as_double()); break;
     case K::String: w.str(v.as_string()); break;
-    case K::Tensor: w.u32(v.as_tensor().defined() ? add_tensor(v.as_tensor(), ts) : kUndefinedTensor); break;
+    case K::Tensor: w.u32(v.as_tensor().defined() ? add_tensor(v.as_tensor(), ts, true) : kUndefinedTensor); break;
     case K::List:
     case K::Tuple: {
       const ValueList& items = v.items();
@@ -206,17 +216,21 @@ void MetaReader::expect_end(const char* what) const {
   BRAID_CHECK_TYPED(WireError, left() == 0, "rpc meta: {} trailing bytes after {}", left(), what);
 }
 
-void encode_value(const Value& value, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs) {
-  encode_rec(value, meta, msg_tensors, rrefs, 0);
+void encode_value(const Value& value, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs,
+                  std::vector<Tensor>* sources) {
+  TensorsOut out{msg_tensors, sources};
+  encode_rec(value, meta, out, rrefs, 0);
+  if (sources != nullptr) sources->resize(msg_tensors.size());
 }
 
 Value decode_value(MetaReader& meta, const std::vector<Tensor>& msg_tensors, const RRefDecoder* rrefs) {
   return decode_rec(meta, msg_tensors, rrefs, 0);
 }
 
-void encode_args(const Args& args, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs) {
-  encode_value(Value(args.positional), meta, msg_tensors, rrefs);
-  encode_value(Value(args.kwargs), meta, msg_tensors, rrefs);
+void encode_args(const Args& args, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs,
+                 std::vector<Tensor>* sources) {
+  encode_value(Value(args.positional), meta, msg_tensors, rrefs, sources);
+  encode_value(Value(args.kwargs), meta, msg_tensors, rrefs, sources);
 }
 
 Args decode_args(MetaReader& meta, const std::vector<Tensor>& msg_tensors, const RRefDecoder* rrefs) {

@@ -80,13 +80,16 @@ using RRefEncoder = std::function<RRefForkData(const RRef&)>;
 // Turns received fork data into an RRef handle on this worker.
 using RRefDecoder = std::function<RRef(const RRefForkData&)>;
 
-// Appends `value` to `meta`; its tensors (made contiguous CPU tensors) are appended to `msg_tensors`.
-// An RRef without an encoder throws InvalidArgument.
-void encode_value(const Value& value, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs);
+// Appends `value` to `meta`; its tensors (made contiguous CPU tensors) are appended to `msg_tensors`,
+// and, when `sources` is given, the value's own tensor each was made from to `sources` (undefined for the
+// parts of a sparse tensor). An RRef without an encoder throws InvalidArgument.
+void encode_value(const Value& value, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs,
+                  std::vector<Tensor>* sources = nullptr);
 Value decode_value(MetaReader& meta, const std::vector<Tensor>& msg_tensors, const RRefDecoder* rrefs);
 
 // Args are a list of positional values and a dict of keyword values.
-void encode_args(const Args& args, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs);
+void encode_args(const Args& args, MetaWriter& meta, std::vector<Tensor>& msg_tensors, const RRefEncoder* rrefs,
+                 std::vector<Tensor>* sources = nullptr);
 Args decode_args(MetaReader& meta, const std::vector<Tensor>& msg_tensors, const RRefDecoder* rrefs);
 
 }  // namespace braid::rpc

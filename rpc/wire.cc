@@ -87,6 +87,10 @@ FrameHeader header_of(const Message& msg) {
                     msg.id, table, msg.meta.size());
   h.table_bytes = static_cast<uint32_t>(table);
   h.meta_bytes = static_cast<uint32_t>(msg.meta.size());
+  BRAID_CHECK_TYPED(WireError, msg.ext.size() <= std::numeric_limits<uint16_t>::max(),
+                    "rpc {} #{}: extension of {} bytes exceeds 65535", message_type_name(msg.type), msg.id,
+                    msg.ext.size());
+  h.ext_bytes = static_cast<uint16_t>(msg.ext.size());
   h.payload_bytes = payload_bytes_of(msg);
   return h;
 }
@@ -99,7 +103,7 @@ void frame_prefix(const Message& msg, std::vector<uint8_t>& out) {
   put<uint32_t>(out, kWireMagic);
   put<uint8_t>(out, kWireVersion);
   put<uint8_t>(out, static_cast<uint8_t>(h.type));
-  put<uint16_t>(out, 0);
+  put<uint16_t>(out, h.ext_bytes);
   put<uint64_t>(out, h.id);
   put<uint32_t>(out, h.table_bytes);
   put<uint32_t>(out, h.meta_bytes);
@@ -113,6 +117,7 @@ void frame_prefix(const Message& msg, std::vector<uint8_t>& out) {
     put<uint8_t>(out, 0);
     for (int64_t s : t.shape()) put<int64_t>(out, s);
   }
+  out.insert(out.end(), msg.ext.begin(), msg.ext.end());
   out.insert(out.end(), msg.meta.begin(), msg.meta.end());
 }
 
@@ -138,9 +143,8 @@ FrameHeader decode_header(std::span<const uint8_t> bytes, const WireLimits& limi
   const auto type = get<uint8_t>(bytes, 5);
   BRAID_CHECK_TYPED(WireError, type >= kMinMessageType && type <= kMaxMessageType,
                     "rpc frame: unknown message type {} (valid: {}..{})", type, kMinMessageType, kMaxMessageType);
-  const auto reserved = get<uint16_t>(bytes, 6);
-  BRAID_CHECK_TYPED(WireError, reserved == 0, "rpc frame: reserved field is {} (must be 0)", reserved);
   FrameHeader h;
+  h.ext_bytes = get<uint16_t>(bytes, 6);
   h.type = static_cast<MessageType>(type);
   h.id = get<uint64_t>(bytes, 8);
   h.table_bytes = get<uint32_t>(bytes, 16);
@@ -160,8 +164,8 @@ FrameHeader decode_header(std::span<const uint8_t> bytes, const WireLimits& limi
 
 Message decode_body(const FrameHeader& header, std::span<const uint8_t> body) {
   BRAID_CHECK_TYPED(WireError, body.size() == header.body_bytes(),
-                    "rpc frame #{}: body is {} bytes, header says {} (table) + {} (meta)", header.id, body.size(),
-                    header.table_bytes, header.meta_bytes);
+                    "rpc frame #{}: body is {} bytes, header says {} (table) + {} (extension) + {} (meta)", header.id,
+                    body.size(), header.table_bytes, header.ext_bytes, header.meta_bytes);
   Message msg;
   msg.type = header.type;
   msg.id = header.id;
@@ -208,7 +212,9 @@ Message decode_body(const FrameHeader& header, std::span<const uint8_t> body) {
   BRAID_CHECK_TYPED(WireError, payload == header.payload_bytes,
                     "rpc frame #{}: tensors need {} payload bytes, header says {}", header.id, payload,
                     header.payload_bytes);
-  const auto meta = body.subspan(header.table_bytes);
+  const auto ext = body.subspan(header.table_bytes, header.ext_bytes);
+  msg.ext.assign(ext.begin(), ext.end());
+  const auto meta = body.subspan(size_t{header.table_bytes} + header.ext_bytes);
   msg.meta.assign(meta.begin(), meta.end());
   return msg;
 }

@@ -2,15 +2,16 @@
 //
 //   offset size  field
 //   0      4     magic "BRPC"
-//   4      1     format version (1)
+//   4      1     format version (2)
 //   5      1     message type (MessageType, 1..10)
-//   6      2     reserved, 0
+//   6      2     extension bytes (Message::ext: what a layer above RPC attaches, rpc/call_hooks.h)
 //   8      8     request id
 //   16     4     tensor table bytes
 //   20     4     meta bytes
 //   24     8     tensor payload bytes (the sum of every tensor's numel * element size)
 //   32     ...   tensor table: per tensor  dtype u8, ndim u8 (<= 64), flags u8 (bit 0: requires grad),
 //                reserved u8 (0), then ndim int64 sizes (>= 0)
+//   ...          extension (distributed autograd's context and message ids; usually empty)
 //   ...          meta (the agent's encoding, rpc/agent_protocol.h)
 //   ...          tensor payloads, back to back, row-major, in table order
 //
@@ -38,7 +39,7 @@
 namespace braid::rpc {
 
 inline constexpr uint32_t kWireMagic = 0x43505242;  // "BRPC" little-endian
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 32;
 inline constexpr int kMaxTensorDims = 64;
 
@@ -58,11 +59,12 @@ struct FrameHeader {
   MessageType type = MessageType::kCall;
   uint64_t id = 0;
   uint32_t table_bytes = 0;
+  uint16_t ext_bytes = 0;
   uint32_t meta_bytes = 0;
   uint64_t payload_bytes = 0;
 
   // Bytes after the fixed header and before the payloads.
-  size_t body_bytes() const { return size_t{table_bytes} + meta_bytes; }
+  size_t body_bytes() const { return size_t{table_bytes} + ext_bytes + meta_bytes; }
 };
 
 // Header + table + meta of `msg`, written into `out` (cleared first; its capacity is reused). Tensors must
@@ -75,7 +77,7 @@ FrameHeader header_of(const Message& msg);
 
 // Validates and parses the fixed header.
 FrameHeader decode_header(std::span<const uint8_t> bytes, const WireLimits& limits);
-// Parses table + meta (`body`, exactly header.body_bytes() long) into a message whose tensors are
+// Parses table + extension + meta (`body`, exactly header.body_bytes() long) into a message whose tensors are
 // allocated but not yet filled.
 Message decode_body(const FrameHeader& header, std::span<const uint8_t> body);
 // Where each tensor's bytes go (empty tensors give no span).
