@@ -41,7 +41,7 @@ TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: SGD moves remote and local pa
   RpcJob job(*this);
   const std::string owner = worker_name((rank() + 1) % size());
   // y = x W^T + b on the owner, then z = y v^T here; loss = sum(z).
-  RemoteModule remote_layer(owner + "/cpu", "mp.FixedLinear", {Value(known_w()), Value(known_b())});
+  RemoteModule remote_layer(owner + "/cpu", "rm.FixedLinear", {Value(known_w()), Value(known_b())});
   Tensor v = mat({1, 2, 3}, {1, 3});
   autograd::set_requires_grad(v, true);
   std::vector<rpc::RRef> params = remote_layer.remote_parameters();
@@ -60,7 +60,7 @@ TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: SGD moves remote and local pa
 
     // dL/dy[b][o] = v[o]: dW[o] = v[o] * (sum of x's rows) = v[o] * [3, -0.5], db[o] = 2 v[o]; dv = sum of
     // y's rows.
-    const Value remote_grads = rpc::rpc_sync(owner, "da.context_grads", {Value(remote_layer.module_rref()), Value(ctx.id())});
+    const Value remote_grads = rpc::rpc_sync(owner, "rm.context_grads", {Value(remote_layer.module_rref()), Value(ctx.id())});
     REQUIRE(remote_grads.as_list().size() == 2);
     CHECK(equal(remote_grads.as_list()[0].as_tensor(), mat({3, -0.5f, 6, -1, 9, -1.5f}, {3, 2})));
     CHECK(equal(remote_grads.as_list()[1].as_tensor(), mat({2, 4, 6}, {3})));
@@ -84,7 +84,7 @@ TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: two rounds of SGD with moment
   register_remote_module_test_classes();
   RpcJob job(*this);
   const std::string owner = worker_name((rank() + 1) % size());
-  RemoteModule remote_layer(owner, "mp.FixedLinear", {Value(known_w()), Value()});
+  RemoteModule remote_layer(owner, "rm.FixedLinear", {Value(known_w()), Value()});
   nn::optim::SGDOptions o = sgd(0.5);
   o.momentum = 0.5;
   const std::vector<rpc::RRef> params = remote_layer.remote_parameters();
@@ -106,7 +106,7 @@ TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: a step with a released contex
   register_remote_module_test_classes();
   RpcJob job(*this);
   const std::string owner = worker_name((rank() + 1) % size());
-  RemoteModule remote_layer(owner, "mp.FixedLinear", {Value(known_w()), Value(known_b())});
+  RemoteModule remote_layer(owner, "rm.FixedLinear", {Value(known_w()), Value(known_b())});
   DistributedOptimizer opt(sgd(0.25), remote_layer.remote_parameters());
   int64_t released = -1;
   {

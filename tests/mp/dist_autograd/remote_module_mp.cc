@@ -18,8 +18,8 @@ using rpc::Value;
 void register_remote_module_test_classes() {
   static std::once_flag once;
   std::call_once(once, [] {
-    dist_autograd::register_module_class("mp.FixedLinear", [](const Args& a) {
-      const dist_autograd::ArgReader r("mp.FixedLinear", a, {"weight", "bias"});
+    dist_autograd::register_module_class("rm.FixedLinear", [](const Args& a) {
+      const dist_autograd::ArgReader r("rm.FixedLinear", a, {"weight", "bias"});
       const Tensor& w = r.find("weight")->as_tensor();
       const Value* b = r.find("bias");
       const bool has_bias = b != nullptr && !b->is_none();
@@ -30,17 +30,17 @@ void register_remote_module_test_classes() {
       return m;
     });
     auto& r = rpc::global_registry();
-    r.add_function("da.load_params", [](const Args& a) -> Value {
+    r.add_function("rm.load_params", [](const Args& a) -> Value {
       const auto module = dist_autograd::local_module(a.at(0).as_rref());
       const nn::TensorList params = module->parameters();
       const rpc::ValueList& values = a.at(1).as_list();
-      BRAID_CHECK_ARG(values.size() == params.size(), "da.load_params: {} values for {} parameters", values.size(),
+      BRAID_CHECK_ARG(values.size() == params.size(), "rm.load_params: {} values for {} parameters", values.size(),
                       params.size());
       autograd::NoGradGuard no_grad;
       for (size_t i = 0; i < params.size(); ++i) params[i].copy_(values[i].as_tensor());
       return Value();
     });
-    r.add_function("da.context_grads", [](const Args& a) -> Value {
+    r.add_function("rm.context_grads", [](const Args& a) -> Value {
       const auto module = dist_autograd::local_module(a.at(0).as_rref());
       const dist_autograd::GradientMap grads = dist_autograd::get_gradients(a.at(1).as_int());
       rpc::ValueList out;

@@ -10,10 +10,10 @@
 namespace braid::mp {
 
 // Registers, once per process:
-//   module class "mp.FixedLinear"(weight [out, in], bias [out] or None): an nn::Linear with those values;
-//   "da.load_params"(module_rref, [tensors]) -> None: copies the tensors into the module's parameters, in
+//   module class "rm.FixedLinear"(weight [out, in], bias [out] or None): an nn::Linear with those values;
+//   "rm.load_params"(module_rref, [tensors]) -> None: copies the tensors into the module's parameters, in
 //       order, on the owner;
-//   "da.context_grads"(module_rref, context_id) -> [gradient or None per parameter]: the owner's gradients of
+//   "rm.context_grads"(module_rref, context_id) -> [gradient or None per parameter]: the owner's gradients of
 //       its module's parameters in that context (seed 000's get_remote_grads).
 void register_remote_module_test_classes();
 

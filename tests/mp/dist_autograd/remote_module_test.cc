@@ -43,7 +43,7 @@ TEST_CASE_METHOD(MpFixture, "RemoteModule: forward through a Linear with known w
   const std::string forms[] = {worker_name(owner) + "/cpu", worker_name(owner), "rank:" + std::to_string(owner) + "/cpu"};
   for (const std::string& dev : forms) {
     INFO("remote_device " << dev);
-    RemoteModule layer(dev, "mp.FixedLinear", {Value(w_of(rank())), Value(b_of(rank()))});
+    RemoteModule layer(dev, "rm.FixedLinear", {Value(w_of(rank())), Value(b_of(rank()))});
     CHECK(layer.owner().name == worker_name(owner));
     CHECK(layer.owner().id == owner);
     CHECK(layer.module_rref().owner().id == owner);
@@ -51,7 +51,7 @@ TEST_CASE_METHOD(MpFixture, "RemoteModule: forward through a Linear with known w
   }
   // The built-in class with weights loaded on the owner.
   RemoteModule builtin(worker_name(owner), "nn.Linear", {Value(int64_t{2}), Value(int64_t{3})});
-  rpc::rpc_sync(worker_name(owner), "da.load_params",
+  rpc::rpc_sync(worker_name(owner), "rm.load_params",
                 {Value(builtin.module_rref()), rpc::list({Value(known_w()), Value(known_b())})});
   CHECK(equal(builtin(known_x()), known_y()));
   job.shutdown(true);
@@ -62,7 +62,7 @@ TEST_CASE_METHOD(MpFixture, "RemoteModule: remote_parameters are RRefs on the ow
   register_remote_module_test_classes();
   RpcJob job(*this);
   const int owner = next_rank(*this);
-  RemoteModule layer(worker_name(owner) + "/cpu", "mp.FixedLinear", {Value(w_of(rank())), Value(b_of(rank()))});
+  RemoteModule layer(worker_name(owner) + "/cpu", "rm.FixedLinear", {Value(w_of(rank())), Value(b_of(rank()))});
   const std::vector<rpc::RRef> params = layer.remote_parameters();
   REQUIRE(params.size() == 2);
   for (const rpc::RRef& p : params) {
@@ -82,7 +82,7 @@ TEST_CASE_METHOD(MpFixture, "RemoteModule: remote_parameters are RRefs on the ow
   CHECK(equal(state[1].second, b_of(rank())));
 
   // A change on the owner is seen through the same RRefs.
-  rpc::rpc_sync(worker_name(owner), "da.load_params",
+  rpc::rpc_sync(worker_name(owner), "rm.load_params",
                 {Value(layer.module_rref()), rpc::list({Value(known_w()), Value(zeros({3}))})});
   CHECK(equal(params[0].to_here().as_tensor(), known_w()));
   CHECK(equal(params[1].to_here().as_tensor(), zeros({3})));
@@ -93,7 +93,7 @@ TEST_CASE_METHOD(MpFixture, "RemoteModule: several forward_async calls in flight
                  "[remote_module]") {
   register_remote_module_test_classes();
   RpcJob job(*this);
-  RemoteModule layer(worker_name(next_rank(*this)), "mp.FixedLinear", {Value(known_w()), Value(known_b())});
+  RemoteModule layer(worker_name(next_rank(*this)), "rm.FixedLinear", {Value(known_w()), Value(known_b())});
   std::vector<Future<Tensor>> pending;
   for (int k = 0; k < 8; ++k) pending.push_back(layer.forward_async(mul(known_x(), static_cast<double>(k))));
   for (int k = 0; k < 8; ++k) {
@@ -123,13 +123,13 @@ TEST_CASE_METHOD(MpFixture, "RemoteModule: failures on the owner come back namin
   RpcJob job(*this);
   const std::string owner = worker_name(next_rank(*this));
   try {
-    RemoteModule missing(owner, "mp.NoSuchModule", {});
+    RemoteModule missing(owner, "rm.NoSuchModule", {});
     FAIL("an unknown module class was created");
   } catch (const RemoteError& e) {
     CHECK(e.worker() == owner);
-    CHECK_THAT(e.remote_message(), Catch::Contains("creating the module failed: unknown module class 'mp.NoSuchModule'"));
+    CHECK_THAT(e.remote_message(), Catch::Contains("creating the module failed: unknown module class 'rm.NoSuchModule'"));
   }
-  RemoteModule layer(owner, "mp.FixedLinear", {Value(known_w()), Value(known_b())});
+  RemoteModule layer(owner, "rm.FixedLinear", {Value(known_w()), Value(known_b())});
   try {
     layer(ones({2, 5}));  // the module takes 2 features
     FAIL("a forward with the wrong width succeeded");
