@@ -18,9 +18,11 @@
 // step(context_id) runs every owner's optimizer in parallel (one rpc_async each), each with its own
 // gradients of that context (the gradients stay where they are; nothing but the context id travels), and
 // returns when all are done. If any failed, it throws RemoteError naming the first failed worker (and
-// listing the others) after waiting for the rest, so that no step is still running when it returns. An
-// owner whose parameters got no gradient in the context leaves them unchanged; an owner that never took
-// part in the context fails ("Could not find autograd context"), as in PyTorch.
+// listing the others) after waiting for the rest, so that no step is still running when it returns.
+// Parameters that got no gradient in the context are left unchanged. Called inside the context's scope
+// (the usual way), the step RPC itself joins every owner to the context, so an owner none of whose
+// parameters took part simply does nothing (PyTorch fails there); a context an owner does not hold
+// (unknown, or released) fails with "Could not find autograd context with id: N".
 //
 // The owners' optimizers live as long as this object (their RRefs are released with it).
 // Thread-safety: step() may be called from several threads (each owner serialises its steps).

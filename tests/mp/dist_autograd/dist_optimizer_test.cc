@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops/elementwise.h"
 #include "autograd/ops/linalg.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
@@ -98,6 +99,29 @@ TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: two rounds of SGD with moment
     opt.step(ctx.id());
   }
   CHECK(equal(params[0].to_here().as_tensor(), mat({1 - 3.75f, 2.625f, 3 - 3.75f, 4.625f, 5 - 3.75f, 6.625f}, {3, 2})));
+  job.shutdown(true);
+}
+
+TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: parameters without a gradient in the context stay as they are",
+                 "[dist_optimizer][core]") {
+  register_remote_module_test_classes();
+  RpcJob job(*this);
+  const std::string owner = worker_name((rank() + 1) % size());
+  RemoteModule unused(owner, "rm.FixedLinear", {Value(known_w()), Value(known_b())});
+  Tensor v = mat({1, 2, 3}, {1, 3});
+  autograd::set_requires_grad(v, true);
+  std::vector<rpc::RRef> params = unused.remote_parameters();
+  params.push_back(rpc::RRef::local(Value(v)));
+  DistributedOptimizer opt(sgd(0.5), params);
+  {
+    // Only the local parameter takes part: loss = sum(v * 2) -> dv = 2.
+    dist_autograd::Context ctx;
+    dist_autograd::backward(ctx.id(), {autograd::sum(autograd::mul(v, mat({2, 2, 2}, {1, 3})))});
+    opt.step(ctx.id());
+  }
+  CHECK(equal(v, mat({0, 1, 2}, {1, 3})));
+  CHECK(equal(params[0].to_here().as_tensor(), known_w()));
+  CHECK(equal(params[1].to_here().as_tensor(), known_b()));
   job.shutdown(true);
 }
 
