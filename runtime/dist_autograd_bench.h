@@ -1,0 +1,126 @@
+// The distributed autograd benchmark behind `braid bench dist-autograd`: the price of a backward pass
+// that crosses processes. bench/torch_dist_autograd.py times the same thing with PyTorch's
+// torch.distributed.autograd and prints the same table; bench/run_dist_autograd_bench.sh runs both and
+// prints the ratios; docs/PERFORMANCE.md has the measured tables.
+//
+// Model: one Linear(features, features) with bias, weights drawn by nn::Linear from Generator(seed).
+// worker1 owns it as an instance of the rpc class "bench.RemoteLinear" that worker0 creates with
+// rpc::remote. Two rows, timed on worker0 in the same process, interleaved (one local iteration, then
+// one distributed one, and so on) so that both see the same machine load:
+//   local        the same Linear built on worker0 from the same seed:
+//                  out = linear(x, W, b); loss = sum(out); grad(loss, {x, W, b})
+//   distributed  { dist_autograd::Context ctx;
+//                  out = rref.rpc_sync().call("forward", {x});          // x crosses, out comes back
+//                  loss = sum(out);
+//                  dist_autograd::backward(ctx.id(), {loss});           // d out goes, d x comes back
+//                  grads = dist_autograd::get_gradients(ctx.id()); }    // released here, on both workers
+// with x a (batch, features) float32 leaf that requires grad, made once: four tensors of batch x features
+// x 4 bytes cross the wire per iteration, plus the release. Each phase of an iteration is timed too
+// (forward, backward, gradients, release), for "where the time goes".
+//
+// Before the timing, one distributed iteration's gradients (x's on worker0, W's and b's fetched from
+// worker1's context) are compared with the local ones (allclose); a mismatch fails the run.
+//
+// Launch: as `braid bench rpc` — under mpirun the store comes from collectives/mpi's bootstrap, otherwise
+// from store::rendezvous (init_method, env:// by default). Exactly 2 processes; worker1 calls
+// rpc::shutdown() (graceful) right after init_rpc and serves until worker0 has finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace braid::rpc {
+class Registry;
+struct WorkerInfo;
+}  // namespace braid::rpc
+
+namespace braid::runtime {
+
+// The rpc class of the benchmark's model (register_dist_autograd_bench_classes).
+inline constexpr const char* kDistAutogradBenchModel = "bench.RemoteLinear";
+
+struct DistAutogradBenchOptions {
+  std::string transport = "tcp";  // "tcp" or "ucx"
+  int iters = 50;                 // timed iterations per row
+  int warmup = 5;                 // untimed iterations per row, before the timed ones
+  int64_t batch = 64;
+  int64_t features = 1024;
+  int threads = 1;                // OpenBLAS threads of each process (PyTorch's side: torch.set_num_threads)
+  int rpc_threads = 4;            // num_worker_threads of each agent
+  uint64_t seed = 0;              // of the weights (and of x, from seed + 1)
+  // The rpc class the owner builds the model from: constructor (in, out, seed), methods "forward"(x) and
+  // "gradients"(context id) -> [dW, db]. Tests swap in a wrong model to see the gradient check fail.
+  std::string model_class = kDistAutogradBenchModel;
+  std::string init_method;        // "" = mpirun's bootstrap under mpirun, else env://
+  int timeout_s = 300;            // rpc timeout, join and graceful-shutdown timeout (bounds the whole run)
+};
+
+// One row: per-iteration wall times and the mean time of each phase, in milliseconds.
+struct DistAutogradBenchRow {
+  std::string mode;  // "local" or "distributed"
+  int64_t iters = 0;
+  double mean_ms = 0, p50_ms = 0, min_ms = 0, max_ms = 0;
+  // Means per iteration. forward: linear (local) or the forward RPC (distributed), sum included;
+  // backward: grad() (local) or dist_autograd::backward; gradients: get_gradients (distributed only);
+  // release: leaving the context, which releases it on worker1 too (distributed only).
+  double forward_ms = 0, backward_ms = 0, gradients_ms = 0, release_ms = 0;
+};
+
+// The result of the gradient check: the largest |distributed - local| over x's, W's and b's gradients.
+struct DistAutogradGradCheck {
+  bool ok = false;
+  double max_abs_diff = 0;
+  std::string detail;  // which gradient differed, when one did
+};
+
+struct DistAutogradBenchReport {
+  std::string transport;
+  int64_t batch = 0, features = 0;
+  int threads = 0, rpc_threads = 0;
+  DistAutogradGradCheck check;
+  std::vector<DistAutogradBenchRow> rows;  // local, then distributed
+  // p50 of the distributed row over p50 of the local row; empty without both rows.
+  std::optional<double> ratio() const;
+};
+
+// The target: distributed <= 1.15 x local (by p50, the figure least moved by other programs'
+// bursts on a shared machine).
+inline constexpr double kDistAutogradTargetRatio = 1.15;
+
+// Summary of per-iteration times in milliseconds: mean, nearest-rank p50, min, max. InvalidArgument when
+// `samples_ms` is empty.
+DistAutogradBenchRow summarize_iterations(std::string mode, std::vector<double> samples_ms);
+
+// Registers the class kDistAutogradBenchModel: constructor (in, out, seed) builds nn::Linear(in, out, bias)
+// from Generator(seed); "forward"(x) returns linear(x); "gradients"(context id) returns [dW, db] from that
+// context's gradient map on the owner. Left alone when already present.
+void register_dist_autograd_bench_classes(rpc::Registry& registry);
+
+// The caller's side, on the process's RPC agent (rpc::init_rpc must have run; dist_autograd needs the
+// global agent): creates the model on `owner` (worker1; the caller itself in a one-worker job), checks the
+// gradients, then times both rows, passing each to `on_row` when it is done. Throws InvalidArgument on bad
+// options and InternalError when the gradients differ.
+DistAutogradBenchReport run_dist_autograd_bench_caller(
+    const rpc::WorkerInfo& owner, const DistAutogradBenchOptions& o,
+    const std::function<void(const DistAutogradBenchReport&, const DistAutogradBenchRow&)>& on_row = {});
+
+// The table: a header, one line per row, and the ratio against the target. RESULT lines, one per row:
+//   RESULT dist_autograd transport=tcp mode=local batch=64 features=1024 iters=50 mean_ms=.. p50_ms=..
+//          min_ms=.. max_ms=.. forward_ms=.. backward_ms=.. gradients_ms=.. release_ms=.. threads=1
+//          rpc_threads=4
+// and, on the distributed row, ratio=.. target=ratio<=1.15 met=0|1.
+std::string format_dist_autograd_bench_header(const DistAutogradBenchOptions& o);
+std::string format_dist_autograd_bench_row(const DistAutogradBenchRow& row);
+std::string format_dist_autograd_bench_footer(const DistAutogradBenchReport& report);
+std::string format_dist_autograd_bench_table(const DistAutogradBenchReport& report, const DistAutogradBenchOptions& o);
+std::string format_dist_autograd_bench_results(const DistAutogradBenchReport& report);
+
+// The whole benchmark on this process (2 processes, see above). Rank 0 passes the preamble, the table and
+// the RESULT lines to `emit`; rank 1 emits nothing and returns an empty report.
+DistAutogradBenchReport run_dist_autograd_bench(const DistAutogradBenchOptions& options,
+                                                const std::function<void(const std::string&)>& emit);
+
+}  // namespace braid::runtime
