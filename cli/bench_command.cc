@@ -89,7 +89,9 @@ void add_dist_autograd_command(CLI::App& bench, runtime::DistAutogradBenchOption
       "row runs the same model on worker0 with braid's autograd (linear, sum, grad of x, W, b). Both rows "
       "alternate, iteration by iteration; the gradients of both are checked equal first. Prints ms/iteration "
       "(mean, p50, min, max), each phase's mean (forward, backward, get_gradients, release), the ratio "
-      "distributed / local against the issue's target (<= 1.15x) and a 'RESULT dist_autograd ...' line per row. "
+      "distributed / local against the issue's target (<= 1.15x), where the time goes (--timeline more "
+      "iterations with timestamps on both workers: each transfer, each worker's compute, the replies, the "
+      "release) and a 'RESULT dist_autograd ...' line per row. "
       "Run it as 2 processes: mpirun -np 2 --bind-to none braid bench dist-autograd (or an env:// job: RANK, "
       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT). bench/run_dist_autograd_bench.sh puts PyTorch's "
       "torch.distributed.autograd next to it.");
@@ -109,6 +111,10 @@ void add_dist_autograd_command(CLI::App& bench, runtime::DistAutogradBenchOption
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_option("--seed", o.seed, "Seed of the weights (x: seed + 1)")->capture_default_str();
+  c->add_option("--timeline", o.timeline,
+                "Distributed iterations traced after the timed rows, for where the time goes (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--init-method", o.init_method,
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
   c->add_option("-T,--timeout", o.timeout_s, "Seconds per call, for joining and for the graceful shutdown")

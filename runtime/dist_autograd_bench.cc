@@ -4,10 +4,14 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -23,6 +27,7 @@
 #include "nn/linear.h"
 #include "rpc/api.h"
 #include "runtime/bench_job.h"
+#include "runtime/dist_autograd_bench_model.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
@@ -54,11 +59,11 @@ void check_options(const DistAutogradBenchOptions& o) {
   BRAID_CHECK_ARG(o.transport == "tcp" || o.transport == "ucx",
                   "bench dist-autograd: unknown transport '{}' (tcp or ucx)", o.transport);
   BRAID_CHECK_ARG(o.iters >= 1 && o.warmup >= 0 && o.batch >= 1 && o.features >= 1 && o.threads >= 1 &&
-                      o.rpc_threads >= 1 && o.timeout_s >= 1,
+                      o.rpc_threads >= 1 && o.timeout_s >= 1 && o.timeline >= 0,
                   "bench dist-autograd: --iters, --batch, --features, --threads, --rpc-threads and --timeout must be "
-                  "positive and --warmup not negative (iters {}, batch {}, features {}, threads {}, rpc-threads {}, "
-                  "timeout {}, warmup {})",
-                  o.iters, o.batch, o.features, o.threads, o.rpc_threads, o.timeout_s, o.warmup);
+                  "positive and --warmup and --timeline not negative (iters {}, batch {}, features {}, threads {}, "
+                  "rpc-threads {}, timeout {}, warmup {}, timeline {})",
+                  o.iters, o.batch, o.features, o.threads, o.rpc_threads, o.timeout_s, o.warmup, o.timeline);
 }
 
 // Largest |a - b|, and whether a and b are allclose; a shape mismatch fails with an infinite difference.
@@ -141,7 +146,109 @@ class Caller {
     }
   }
 
+  // `o.timeline` distributed iterations through "forward_traced", each followed (untimed) by a "trace" call
+  // for the owner's timestamps. Empty, with the reason in `note`, when the owner runs on another host.
+  std::optional<DistAutogradTimeline> timeline(std::string& note) {
+    // A leaf of its own, so that its hook does not run in the timed iterations.
+    Tensor xt = x_.clone();
+    autograd::set_requires_grad(xt);
+    auto accumulated = std::make_shared<std::atomic<int64_t>>(0);
+    autograd::register_post_accumulate_grad_hook(xt, [accumulated](const Tensor&, const Tensor&) {
+      accumulated->store(detail::bench_clock_ns(), std::memory_order_relaxed);
+    });
+    std::vector<std::array<int64_t, kCallerStamps>> mine;
+    std::vector<rpc::ValueList> theirs;
+    for (int i = 0; i < o_.timeline; ++i) {
+      std::array<int64_t, kCallerStamps> t{};
+      {
+        t[0] = detail::bench_clock_ns();
+        std::optional<dist_autograd::Context> ctx(std::in_place);
+        const int64_t id = ctx->id();
+        {
+          const Tensor out = remote_.rpc_sync().call("forward_traced", {rpc::Value(xt)}).as_tensor();
+          t[1] = detail::bench_clock_ns();
+          const Tensor loss = autograd::sum(out);
+          t[2] = detail::bench_clock_ns();
+          dist_autograd::backward(id, {loss});
+          t[4] = detail::bench_clock_ns();
+          t[3] = accumulated->load(std::memory_order_relaxed);
+          const dist_autograd::GradientMap grads = dist_autograd::get_gradients(id);
+          t[5] = detail::bench_clock_ns();
+        }
+        ctx.reset();
+        t[6] = detail::bench_clock_ns();
+      }
+      mine.push_back(t);
+      theirs.push_back(remote_.rpc_sync().call("trace", {}).as_list());
+    }
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    if (theirs.empty()) return std::nullopt;
+    if (theirs[0].at(0).as_string() != host) {
+      note = fmt::format("no timeline: the owner runs on {}, this worker on {} (their clocks are not one)",
+                         theirs[0].at(0).as_string(), host);
+      return std::nullopt;
+    }
+    return summarize_timeline(mine, theirs);
+  }
+
  private:
+  static constexpr size_t kCallerStamps = 7;
+
+  // The segments between the caller's stamps (t) and the owner's (b: 1 + OwnerStamp in "trace").
+  static DistAutogradTimeline summarize_timeline(const std::vector<std::array<int64_t, kCallerStamps>>& mine,
+                                                 const std::vector<rpc::ValueList>& theirs) {
+    using detail::OwnerStamp;
+    struct Def {
+      const char* key;
+      const char* what;
+      const char* where;
+    };
+    static constexpr Def kDefs[] = {
+        {"x_to_owner", "x to the owner", "wire"},
+        {"owner_forward", "forward (linear)", "worker1"},
+        {"out_back", "out back", "wire"},
+        {"sum", "sum", "worker0"},
+        {"dout_to_owner", "d out to the owner", "wire"},
+        {"owner_backward", "backward until d x is sent", "worker1"},
+        {"dx_back", "d x back, accumulated", "wire"},
+        {"backward_done", "backward returns", "replies"},
+        {"gradients", "get_gradients", "worker0"},
+        {"release", "release", "both"},
+        {"owner_params", "d out -> d W, d b accumulated", "worker1"},
+    };
+    constexpr size_t kSegments = std::size(kDefs);
+    std::vector<std::vector<double>> samples(kSegments);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const auto& t = mine[i];
+      const auto b = [&](OwnerStamp s) { return theirs[i].at(1 + s).as_int(); };
+      BRAID_CHECK_TYPED(InternalError, t[3] > 0 && b(detail::kOutGrad) > 0 && b(detail::kInputGrad) > 0 &&
+                                           b(detail::kParamsDone) > 0,
+                        "bench dist-autograd: traced iteration {} misses a timestamp (x's accumulation {}, the "
+                        "owner's d out {}, d x {}, d W and d b {}): a hook did not run",
+                        i, t[3], b(detail::kOutGrad), b(detail::kInputGrad), b(detail::kParamsDone));
+      // The path, stamp by stamp; then the owner's parameters, beside it.
+      const int64_t path[] = {t[0], b(detail::kForwardEntry), b(detail::kForwardExit), t[1], t[2], b(detail::kOutGrad),
+                              b(detail::kInputGrad), t[3], t[4], t[5], t[6]};
+      for (size_t k = 0; k + 1 < std::size(path); ++k) {
+        samples[k].push_back(static_cast<double>(path[k + 1] - path[k]) / 1e6);
+      }
+      samples[kSegments - 1].push_back(static_cast<double>(b(detail::kParamsDone) - b(detail::kOutGrad)) / 1e6);
+    }
+    DistAutogradTimeline tl;
+    tl.iters = static_cast<int64_t>(mine.size());
+    for (size_t k = 0; k < kSegments; ++k) {
+      const DistAutogradBenchRow sum = summarize_iterations(kDefs[k].key, samples[k]);
+      DistAutogradSegment seg{kDefs[k].key, kDefs[k].what, kDefs[k].where, sum.mean_ms, sum.p50_ms};
+      if (k + 1 < kSegments) {
+        tl.segments.push_back(std::move(seg));
+      } else {
+        tl.owner_params = std::move(seg);
+      }
+    }
+    return tl;
+  }
+
   autograd::TensorList local_grads() {
     const Tensor out = autograd::linear(x_, local_->weight(), local_->bias());
     return autograd::grad({autograd::sum(out)}, {x_, local_->weight(), local_->bias()});
@@ -211,21 +318,6 @@ DistAutogradBenchRow finish_row(std::string mode, std::vector<double> samples, c
 
 }  // namespace
 
-void register_dist_autograd_bench_classes(rpc::Registry& registry) {
-  if (registry.find_class(kDistAutogradBenchModel)) return;
-  registry.add_class<nn::Linear>(kDistAutogradBenchModel)
-      .constructor([](const rpc::Args& a) {
-        BRAID_CHECK_ARG(a.size() == 3, "{}: expected (in_features, out_features, seed), got {} arguments",
-                        kDistAutogradBenchModel, a.size());
-        return make_linear(a.at(0).as_int(), a.at(1).as_int(), static_cast<uint64_t>(a.at(2).as_int()));
-      })
-      .method("forward", [](nn::Linear& m, const rpc::Args& a) -> rpc::Value { return m.forward(a.at(0).as_tensor()); })
-      .method("gradients", [](nn::Linear& m, const rpc::Args& a) -> rpc::Value {
-        const dist_autograd::GradientMap grads = dist_autograd::get_gradients(a.at(0).as_int());
-        return rpc::list({rpc::Value(grads.at(m.weight())), rpc::Value(grads.at(m.bias()))});
-      });
-}
-
 DistAutogradBenchReport run_dist_autograd_bench_caller(
     const rpc::WorkerInfo& owner, const DistAutogradBenchOptions& o,
     const std::function<void(const DistAutogradBenchReport&, const DistAutogradBenchRow&)>& on_row) {
@@ -252,6 +344,7 @@ DistAutogradBenchReport run_dist_autograd_bench_caller(
   if (on_row) on_row(report, report.rows.back());
   report.rows.push_back(finish_row("distributed", std::move(dist_ms), dist_phases));
   if (on_row) on_row(report, report.rows.back());
+  if (o.timeline > 0) report.timeline = caller.timeline(report.timeline_note);
   return report;
 }
 
@@ -303,7 +396,8 @@ DistAutogradBenchReport run_dist_autograd_bench(const DistAutogradBenchOptions& 
     throw;
   }
   rpc::shutdown(true);
-  emit(format_dist_autograd_bench_footer(report) + format_dist_autograd_bench_results(report));
+  emit(format_dist_autograd_bench_footer(report) + format_dist_autograd_timeline(report) +
+       format_dist_autograd_bench_results(report));
   return report;
 }
 

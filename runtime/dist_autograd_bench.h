@@ -56,6 +56,7 @@ struct DistAutogradBenchOptions {
   std::string model_class = kDistAutogradBenchModel;
   std::string init_method;        // "" = mpirun's bootstrap under mpirun, else env://
   int timeout_s = 300;            // rpc timeout, join and graceful-shutdown timeout (bounds the whole run)
+  int timeline = 20;              // traced distributed iterations after the timed rows (0: none)
 };
 
 // One row: per-iteration wall times and the mean time of each phase, in milliseconds.
@@ -76,12 +77,47 @@ struct DistAutogradGradCheck {
   std::string detail;  // which gradient differed, when one did
 };
 
+// One segment of a traced distributed iteration: from one timestamp to the next, over the traced iterations.
+struct DistAutogradSegment {
+  std::string key;    // for the RESULT line: "x_to_owner", "owner_forward", ...
+  std::string what;   // for the table: "x to the owner"
+  std::string where;  // "wire" (a transfer and the wake-ups around it), "worker0", "worker1", ...
+  double mean_ms = 0, p50_ms = 0;
+};
+
+// Where a distributed iteration's time goes: timestamps taken on both workers (steady_clock, i.e. one
+// CLOCK_MONOTONIC for the machine: both workers must run on one host), by hooks on the tensors of
+// `timeline` more distributed iterations run after the timed rows. Segments, in order (their means add up
+// to the mean iteration):
+//   x_to_owner       the forward call issued on worker0 -> the forward method starts on the owner
+//   owner_forward    the forward method on the owner (linear)
+//   out_back         the forward method returns -> the call returns on worker0
+//   sum              sum(out) on worker0
+//   dout_to_owner    backward called -> d out reaches the owner's graph (a pre-hook on out's node)
+//   owner_backward   d out -> d x about to be sent by the owner (LinearBackward, and d W, d b accumulated
+//                    in the context when the engine runs their accumulators first)
+//   dx_back          d x about to be sent -> accumulated in worker0's context
+//   backward_done    -> dist_autograd::backward returns (the replies that end the propagation)
+//   gradients        get_gradients
+//   release          leaving the context (released on the owner too)
+// and, beside the path: owner_params, d out -> d W and d b accumulated in the owner's context.
+struct DistAutogradTimeline {
+  int64_t iters = 0;
+  std::vector<DistAutogradSegment> segments;
+  DistAutogradSegment owner_params;
+  double total_ms() const;  // the sum of the segments' means
+  // The segment named `key`; InvalidArgument when there is none.
+  const DistAutogradSegment& at(const std::string& key) const;
+};
+
 struct DistAutogradBenchReport {
   std::string transport;
   int64_t batch = 0, features = 0;
   int threads = 0, rpc_threads = 0;
   DistAutogradGradCheck check;
   std::vector<DistAutogradBenchRow> rows;  // local, then distributed
+  std::optional<DistAutogradTimeline> timeline;  // when options.timeline > 0
+  std::string timeline_note;                     // why there is none although asked for
   // p50 of the distributed row over p50 of the local row; empty without both rows.
   std::optional<double> ratio() const;
 };
@@ -96,7 +132,9 @@ DistAutogradBenchRow summarize_iterations(std::string mode, std::vector<double> 
 
 // Registers the class kDistAutogradBenchModel: constructor (in, out, seed) builds nn::Linear(in, out, bias)
 // from Generator(seed); "forward"(x) returns linear(x); "gradients"(context id) returns [dW, db] from that
-// context's gradient map on the owner. Left alone when already present.
+// context's gradient map on the owner; "forward_traced"(x) is forward with timestamps (and hooks that take
+// more in the backward pass) kept for "trace"(), which returns them and the owner's host name. Left alone
+// when already present.
 void register_dist_autograd_bench_classes(rpc::Registry& registry);
 
 // The caller's side, on the process's RPC agent (rpc::init_rpc must have run; dist_autograd needs the
@@ -117,6 +155,10 @@ std::string format_dist_autograd_bench_row(const DistAutogradBenchRow& row);
 std::string format_dist_autograd_bench_footer(const DistAutogradBenchReport& report);
 std::string format_dist_autograd_bench_table(const DistAutogradBenchReport& report, const DistAutogradBenchOptions& o);
 std::string format_dist_autograd_bench_results(const DistAutogradBenchReport& report);
+// The timeline as a table ("# where the time goes ...") and as one line (means, then p50s):
+//   RESULT dist_autograd_timeline transport=tcp iters=20 x_to_owner_ms=.. ... owner_params_ms=.. total_ms=..
+//          x_to_owner_p50_ms=.. ... owner_params_p50_ms=..
+std::string format_dist_autograd_timeline(const DistAutogradBenchReport& report);
 
 // The whole benchmark on this process (2 processes, see above). Rank 0 passes the preamble, the table and
 // the RESULT lines to `emit`; rank 1 emits nothing and returns an empty report.

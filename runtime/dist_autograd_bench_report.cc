@@ -47,6 +47,20 @@ DistAutogradBenchRow summarize_iterations(std::string mode, std::vector<double> 
   return row;
 }
 
+double DistAutogradTimeline::total_ms() const {
+  double total = 0;
+  for (const auto& seg : segments) total += seg.mean_ms;
+  return total;
+}
+
+const DistAutogradSegment& DistAutogradTimeline::at(const std::string& key) const {
+  for (const auto& seg : segments) {
+    if (seg.key == key) return seg;
+  }
+  if (owner_params.key == key) return owner_params;
+  BRAID_THROW(InvalidArgument, "bench dist-autograd: the timeline has no segment '{}'", key);
+}
+
 std::optional<double> DistAutogradBenchReport::ratio() const {
   const DistAutogradBenchRow* local = find_row(*this, "local");
   const DistAutogradBenchRow* dist = find_row(*this, "distributed");
@@ -116,6 +130,33 @@ std::string format_dist_autograd_bench_results(const DistAutogradBenchReport& re
     }
     out += "\n";
   }
+  return out;
+}
+
+std::string format_dist_autograd_timeline(const DistAutogradBenchReport& report) {
+  if (!report.timeline) return report.timeline_note.empty() ? "" : "# " + report.timeline_note + "\n";
+  const DistAutogradTimeline& t = *report.timeline;
+  const double total = t.total_ms();
+  std::string out = fmt::format("#\n# where the time goes: {} more distributed iterations, traced (timestamps on both "
+                                "workers, one clock):\n",
+                                t.iters);
+  out += fmt::format("#   {:<30} {:<8} {:>8} {:>6} {:>8}\n", "segment", "where", "mean", "", "p50");
+  const auto line = [&](const DistAutogradSegment& seg, bool share) {
+    out += fmt::format("#   {:<30} {:<8} {:>8.3f} {:>6} {:>8.3f}\n", seg.what, seg.where, seg.mean_ms,
+                       share && total > 0 ? fmt::format("{:.1f}%", 100 * seg.mean_ms / total) : "", seg.p50_ms);
+  };
+  for (const auto& seg : t.segments) line(seg, true);
+  out += fmt::format("#   {:<30} {:<8} {:>8.3f} (ms)\n", "iteration", "", total);
+  out += "#   beside the path:\n";
+  line(t.owner_params, false);
+  std::string means, p50s;
+  for (const auto& seg : t.segments) {
+    means += fmt::format(" {}_ms={:.4f}", seg.key, seg.mean_ms);
+    p50s += fmt::format(" {}_p50_ms={:.4f}", seg.key, seg.p50_ms);
+  }
+  means += fmt::format(" {}_ms={:.4f} total_ms={:.4f}", t.owner_params.key, t.owner_params.mean_ms, total);
+  p50s += fmt::format(" {}_p50_ms={:.4f}", t.owner_params.key, t.owner_params.p50_ms);
+  out += fmt::format("RESULT dist_autograd_timeline transport={} iters={}{}{}\n", report.transport, t.iters, means, p50s);
   return out;
 }
 

@@ -106,6 +106,7 @@ DistAutogradBenchOptions tiny_options() {
   o.batch = 3;
   o.features = 16;
   o.timeout_s = 20;
+  o.timeline = 3;
   return o;
 }
 
@@ -201,8 +202,40 @@ TEST_CASE("dist-autograd bench: the caller's measurements run end to end", "[run
   CHECK(report.rows[1].release_ms > 0);
   CHECK(report.ratio().has_value());
   CHECK(parse_results(format_dist_autograd_bench_results(report)).size() == 2);
+
+  // The traced iterations: every hook ran (or the caller would have thrown), the segments are in order in
+  // time and add up to an iteration.
+  REQUIRE(report.timeline.has_value());
+  const DistAutogradTimeline& t = *report.timeline;
+  CHECK(t.iters == o.timeline);
+  REQUIRE(t.segments.size() == 10);
+  for (const auto& seg : t.segments) {
+    INFO(seg.key);
+    CHECK(seg.mean_ms >= 0);
+    CHECK(seg.p50_ms >= 0);
+  }
+  CHECK(t.at("owner_forward").mean_ms > 0);
+  CHECK(t.at("owner_backward").mean_ms > 0);
+  CHECK(t.at("owner_params").key == "owner_params");
+  CHECK_THROWS_AS(t.at("teleport"), InvalidArgument);
+  // The segments cover the traced iteration: more than its forward and backward on the owner.
+  CHECK(t.total_ms() > t.at("owner_forward").mean_ms + t.at("owner_backward").mean_ms);
+  CHECK(t.total_ms() < 20'000);
+  const std::string timeline = format_dist_autograd_timeline(report);
+  CHECK_THAT(timeline, Catch::Contains("where the time goes") && Catch::Contains("d x back") &&
+                           Catch::Contains("RESULT dist_autograd_timeline transport=" + transport));
   // Every context was released.
   CHECK(dist_autograd::num_contexts() == 0);
+}
+
+TEST_CASE("dist-autograd bench: no timeline when none is asked for", "[runtime][bench_da]") {
+  OneWorker job;
+  DistAutogradBenchOptions o = tiny_options();
+  o.timeline = 0;
+  const DistAutogradBenchReport report = run_dist_autograd_bench_caller(rpc::get_worker_info("worker0"), o);
+  CHECK_FALSE(report.timeline.has_value());
+  CHECK(format_dist_autograd_timeline(report).empty());
+  CHECK(report.rows.size() == 2);
 }
 
 TEST_CASE("dist-autograd bench: a remote model with wrong gradients fails the check before any timing",
@@ -231,5 +264,8 @@ TEST_CASE("dist-autograd bench: bad options are rejected before any call", "[run
   CHECK_THROWS_AS(run_dist_autograd_bench_caller(rpc::WorkerInfo{}, o), InvalidArgument);
   o = tiny_options();
   o.warmup = -1;
+  CHECK_THROWS_AS(run_dist_autograd_bench_caller(rpc::WorkerInfo{}, o), InvalidArgument);
+  o = tiny_options();
+  o.timeline = -1;
   CHECK_THROWS_AS(run_dist_autograd_bench_caller(rpc::WorkerInfo{}, o), InvalidArgument);
 }
