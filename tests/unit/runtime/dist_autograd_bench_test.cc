@@ -143,7 +143,8 @@ TEST_CASE("dist-autograd bench: the ratio, the target, the table and the RESULT 
   const std::string table = format_dist_autograd_bench_table(report, o);
   CHECK_THAT(table, Catch::Contains("Linear(1024, 1024)") && Catch::Contains("4 tensors of 256 KiB"));
   CHECK_THAT(table, Catch::Contains("local") && Catch::Contains("distributed"));
-  CHECK_THAT(table, Catch::Contains("distributed / local (p50): 1.100x") && Catch::Contains("target <= 1.15x: met"));
+  CHECK_THAT(table, Catch::Contains("distributed / local (p50): 1.100x") && Catch::Contains("min 1.100x") &&
+                        Catch::Contains("target <= 1.15x: met"));
   auto results = parse_results(format_dist_autograd_bench_results(report));
   REQUIRE(results.size() == 2);
   CHECK(results[0].at("mode") == "local");
@@ -155,6 +156,8 @@ TEST_CASE("dist-autograd bench: the ratio, the target, the table and the RESULT 
   CHECK(results[1].at("features") == "1024");
   CHECK(results[1].at("release_ms") == "0.2000");
   CHECK(results[1].at("ratio") == "1.1000");
+  CHECK(results[1].at("ratio_min") == "1.1000");  // min is half the p50 in both rows
+  CHECK(*report.ratio_min() == Approx(1.1));
   CHECK(results[1].at("target") == "ratio<=1.15");
   CHECK(results[1].at("met") == "1");
 
