@@ -215,15 +215,19 @@ class Caller {
         {"backward_done", "backward returns", "replies"},
         {"gradients", "get_gradients", "worker0"},
         {"release", "release", "both"},
-        {"owner_params", "d out -> d W, d b accumulated", "worker1"},
+        // Beside the path: the owner's backward in detail.
+        {"owner_linear_backward", "d out -> d W or d b ready", "worker1"},
+        {"owner_accumulate", "-> d W, d b accumulated", "worker1"},
+        {"owner_params_to_dx", "-> d x about to be sent", "worker1"},
     };
     constexpr size_t kSegments = std::size(kDefs);
+    constexpr size_t kOnPath = 10;
     std::vector<std::vector<double>> samples(kSegments);
     for (size_t i = 0; i < mine.size(); ++i) {
       const auto& t = mine[i];
       const auto b = [&](OwnerStamp s) { return theirs[i].at(1 + s).as_int(); };
       BRAID_CHECK_TYPED(InternalError, t[3] > 0 && b(detail::kOutGrad) > 0 && b(detail::kInputGrad) > 0 &&
-                                           b(detail::kParamsDone) > 0,
+                                           b(detail::kParamsReady) > 0 && b(detail::kParamsDone) > 0,
                         "bench dist-autograd: traced iteration {} misses a timestamp (x's accumulation {}, the "
                         "owner's d out {}, d x {}, d W and d b {}): a hook did not run",
                         i, t[3], b(detail::kOutGrad), b(detail::kInputGrad), b(detail::kParamsDone));
@@ -233,18 +237,18 @@ class Caller {
       for (size_t k = 0; k + 1 < std::size(path); ++k) {
         samples[k].push_back(static_cast<double>(path[k + 1] - path[k]) / 1e6);
       }
-      samples[kSegments - 1].push_back(static_cast<double>(b(detail::kParamsDone) - b(detail::kOutGrad)) / 1e6);
+      const int64_t aside[] = {b(detail::kOutGrad), b(detail::kParamsReady), b(detail::kParamsDone),
+                               b(detail::kInputGrad)};
+      for (size_t k = 0; k + 1 < std::size(aside); ++k) {
+        samples[kOnPath + k].push_back(static_cast<double>(aside[k + 1] - aside[k]) / 1e6);
+      }
     }
     DistAutogradTimeline tl;
     tl.iters = static_cast<int64_t>(mine.size());
     for (size_t k = 0; k < kSegments; ++k) {
       const DistAutogradBenchRow sum = summarize_iterations(kDefs[k].key, samples[k]);
       DistAutogradSegment seg{kDefs[k].key, kDefs[k].what, kDefs[k].where, sum.mean_ms, sum.p50_ms};
-      if (k + 1 < kSegments) {
-        tl.segments.push_back(std::move(seg));
-      } else {
-        tl.owner_params = std::move(seg);
-      }
+      (k < kOnPath ? tl.segments : tl.aside).push_back(std::move(seg));
     }
     return tl;
   }

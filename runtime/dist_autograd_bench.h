@@ -100,11 +100,14 @@ struct DistAutogradSegment {
 //   backward_done    -> dist_autograd::backward returns (the replies that end the propagation)
 //   gradients        get_gradients
 //   release          leaving the context (released on the owner too)
-// and, beside the path: owner_params, d out -> d W and d b accumulated in the owner's context.
+// and, beside the path, the owner's backward in detail:
+//   owner_linear_backward   d out -> the first of d W, d b reaches its accumulator (LinearBackward's GEMMs)
+//   owner_accumulate        -> both accumulated in the context (the context's copies of d W and d b)
+//   owner_params_to_dx      -> d x about to be sent (negative when d x leaves before the accumulations end)
 struct DistAutogradTimeline {
   int64_t iters = 0;
   std::vector<DistAutogradSegment> segments;
-  DistAutogradSegment owner_params;
+  std::vector<DistAutogradSegment> aside;
   double total_ms() const;  // the sum of the segments' means
   // The segment named `key`; InvalidArgument when there is none.
   const DistAutogradSegment& at(const std::string& key) const;
@@ -159,8 +162,8 @@ std::string format_dist_autograd_bench_footer(const DistAutogradBenchReport& rep
 std::string format_dist_autograd_bench_table(const DistAutogradBenchReport& report, const DistAutogradBenchOptions& o);
 std::string format_dist_autograd_bench_results(const DistAutogradBenchReport& report);
 // The timeline as a table ("# where the time goes ...") and as one line (means, then p50s):
-//   RESULT dist_autograd_timeline transport=tcp iters=20 x_to_owner_ms=.. ... owner_params_ms=.. total_ms=..
-//          x_to_owner_p50_ms=.. ... owner_params_p50_ms=..
+//   RESULT dist_autograd_timeline transport=tcp iters=20 x_to_owner_ms=.. ... release_ms=.. total_ms=..
+//          owner_linear_backward_ms=.. ... x_to_owner_p50_ms=.. ... owner_params_to_dx_p50_ms=..
 std::string format_dist_autograd_timeline(const DistAutogradBenchReport& report);
 
 // The whole benchmark on this process (2 processes, see above). Rank 0 passes the preamble, the table and

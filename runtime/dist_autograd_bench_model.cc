@@ -36,7 +36,15 @@ using detail::OwnerStamp;
 struct OwnerTrace {
   std::array<std::atomic<int64_t>, detail::kNumOwnerStamps> stamps{};
   void stamp(OwnerStamp which) { stamps[which].store(detail::bench_clock_ns(), std::memory_order_relaxed); }
-  // d W and d b may be accumulated in either order: keep the later.
+  // d W and d b may reach their accumulators in either order: keep the earlier.
+  void stamp_params_ready() {
+    const int64_t now = detail::bench_clock_ns();
+    int64_t seen = stamps[detail::kParamsReady].load(std::memory_order_relaxed);
+    while ((seen == 0 || now < seen) &&
+           !stamps[detail::kParamsReady].compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  // ... and be accumulated in either order: keep the later.
   void stamp_params() {
     const int64_t now = detail::bench_clock_ns();
     int64_t seen = stamps[detail::kParamsDone].load(std::memory_order_relaxed);
@@ -59,6 +67,10 @@ rpc::Value forward_traced(BenchLinear& m, const rpc::Args& a) {
   // Registered on the first traced call, so that the timed iterations before it run without them.
   std::call_once(m.params_hooked, [&] {
     for (const Tensor& p : {m.linear->weight(), m.linear->bias()}) {
+      autograd::register_hook(p, [trace](const Tensor&) {
+        trace->stamp_params_ready();
+        return Tensor();
+      });
       autograd::register_post_accumulate_grad_hook(p, [trace](const Tensor&, const Tensor&) { trace->stamp_params(); });
     }
   });

@@ -13,6 +13,7 @@ enum OwnerStamp : size_t {
   kForwardExit,    // it returns (linear done)
   kOutGrad,        // d out reaches the owner's graph (a pre-hook on out's node)
   kInputGrad,      // d x computed, about to go to its RecvRpcBackward and back to the caller
+  kParamsReady,    // the earlier of d W and d b reaching its accumulator (a leaf hook, before accumulating)
   kParamsDone,     // the later of d W's and d b's accumulation in the context
   kNumOwnerStamps
 };

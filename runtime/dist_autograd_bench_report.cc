@@ -57,7 +57,9 @@ const DistAutogradSegment& DistAutogradTimeline::at(const std::string& key) cons
   for (const auto& seg : segments) {
     if (seg.key == key) return seg;
   }
-  if (owner_params.key == key) return owner_params;
+  for (const auto& seg : aside) {
+    if (seg.key == key) return seg;
+  }
   BRAID_THROW(InvalidArgument, "bench dist-autograd: the timeline has no segment '{}'", key);
 }
 
@@ -155,14 +157,17 @@ std::string format_dist_autograd_timeline(const DistAutogradBenchReport& report)
   for (const auto& seg : t.segments) line(seg, true);
   out += fmt::format("#   {:<30} {:<8} {:>8.3f} (ms)\n", "iteration", "", total);
   out += "#   beside the path:\n";
-  line(t.owner_params, false);
+  for (const auto& seg : t.aside) line(seg, false);
   std::string means, p50s;
   for (const auto& seg : t.segments) {
     means += fmt::format(" {}_ms={:.4f}", seg.key, seg.mean_ms);
     p50s += fmt::format(" {}_p50_ms={:.4f}", seg.key, seg.p50_ms);
   }
-  means += fmt::format(" {}_ms={:.4f} total_ms={:.4f}", t.owner_params.key, t.owner_params.mean_ms, total);
-  p50s += fmt::format(" {}_p50_ms={:.4f}", t.owner_params.key, t.owner_params.p50_ms);
+  means += fmt::format(" total_ms={:.4f}", total);
+  for (const auto& seg : t.aside) {
+    means += fmt::format(" {}_ms={:.4f}", seg.key, seg.mean_ms);
+    p50s += fmt::format(" {}_p50_ms={:.4f}", seg.key, seg.p50_ms);
+  }
   out += fmt::format("RESULT dist_autograd_timeline transport={} iters={}{}{}\n", report.transport, t.iters, means, p50s);
   return out;
 }

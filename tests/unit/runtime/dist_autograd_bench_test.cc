@@ -219,7 +219,13 @@ TEST_CASE("dist-autograd bench: the caller's measurements run end to end", "[run
   }
   CHECK(t.at("owner_forward").mean_ms > 0);
   CHECK(t.at("owner_backward").mean_ms > 0);
-  CHECK(t.at("owner_params").key == "owner_params");
+  REQUIRE(t.aside.size() == 3);
+  CHECK(t.at("owner_linear_backward").mean_ms > 0);
+  CHECK(t.at("owner_accumulate").mean_ms >= 0);
+  // The owner's backward in detail spans its part of the path: d out -> d x.
+  CHECK(t.at("owner_linear_backward").mean_ms + t.at("owner_accumulate").mean_ms +
+            t.at("owner_params_to_dx").mean_ms ==
+        Approx(t.at("owner_backward").mean_ms).margin(1e-9));
   CHECK_THROWS_AS(t.at("teleport"), InvalidArgument);
   // The segments cover the traced iteration: more than its forward and backward on the owner.
   CHECK(t.total_ms() > t.at("owner_forward").mean_ms + t.at("owner_backward").mean_ms);
