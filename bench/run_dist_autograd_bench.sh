@@ -124,5 +124,5 @@ for c in configs:
     keys = [k[:-3] for k in tl[0] if k.endswith("_ms") and not k.endswith("_p50_ms") and k != "total_ms"]
     print(f"\n== {c}: where a distributed iteration's time goes (medians over runs of each segment's p50, ms)")
     for k in keys:
-        print(f"  {k:<16} {statistics.median(float(r[k + '_p50_ms']) for r in tl):8.3f}")
+        print(f"  {k:<22} {statistics.median(float(r[k + '_p50_ms']) for r in tl):8.3f}")
 PY

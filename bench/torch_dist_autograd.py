@@ -235,6 +235,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed of the weights (x: seed + 1)")
     ap.add_argument("--timeout", type=float, default=300, help="rpc timeout in seconds")
     ap.add_argument("--transport", default="tcp", help=argparse.SUPPRESS)  # braid's flag; TensorPipe picks its own
+    ap.add_argument("--timeline", type=int, default=0, help=argparse.SUPPRESS)  # braid's flag, for run_*.sh's extras
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)  # set for the spawned workers
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()

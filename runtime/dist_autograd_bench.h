@@ -56,7 +56,7 @@ struct DistAutogradBenchOptions {
   std::string model_class = kDistAutogradBenchModel;
   std::string init_method;        // "" = mpirun's bootstrap under mpirun, else env://
   int timeout_s = 300;            // rpc timeout, join and graceful-shutdown timeout (bounds the whole run)
-  int timeline = 20;              // traced distributed iterations after the timed rows (0: none)
+  int timeline = 50;              // traced distributed iterations after the timed rows (0: none)
 };
 
 // One row: per-iteration wall times and the mean time of each phase, in milliseconds.
