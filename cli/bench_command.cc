@@ -78,6 +78,50 @@ void add_rpc_command(CLI::App& bench, runtime::RpcBenchOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
+void add_dist_autograd_command(CLI::App& bench, runtime::DistAutogradBenchOptions& o) {
+  CLI::App* c = bench.add_subcommand(
+      "dist-autograd",
+      "Time the price of a backward pass that crosses processes. worker1 owns a Linear(FEATURES, FEATURES) "
+      "with bias (an rpc class made by worker0 with rpc::remote); each distributed iteration on worker0 is "
+      "{ dist_autograd::Context; out = rref.rpc_sync().call(\"forward\", {x}); dist_autograd::backward(ctx, "
+      "{sum(out)}); get_gradients(ctx) } with x a (BATCH, FEATURES) float32 leaf that requires grad: x and out "
+      "cross the wire forward, d out and d x backward, then the context is released on both workers. The local "
+      "row runs the same model on worker0 with braid's autograd (linear, sum, grad of x, W, b). Both rows "
+      "alternate, iteration by iteration; the gradients of both are checked equal first. Prints ms/iteration "
+      "(mean, p50, min, max), each phase's mean (forward, backward, get_gradients, release), the ratio "
+      "distributed / local against the issue's target (<= 1.15x), where the time goes (--timeline more "
+      "iterations with timestamps on both workers: each transfer, each worker's compute, the replies, the "
+      "release) and a 'RESULT dist_autograd ...' line per row. "
+      "Run it as 2 processes: mpirun -np 2 --bind-to none braid bench dist-autograd (or an env:// job: RANK, "
+      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT). bench/run_dist_autograd_bench.sh puts PyTorch's "
+      "torch.distributed.autograd next to it.");
+  c->add_option("--transport", o.transport, "RPC transport")->capture_default_str()->check(CLI::IsMember({"tcp", "ucx"}));
+  c->add_option("-n,--iters", o.iters, "Timed iterations per row")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-w,--warmup", o.warmup, "Untimed iterations per row first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--batch", o.batch, "Rows of x")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--features", o.features, "Features in and out of the Linear")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--threads", o.threads, "OpenBLAS threads of each process (PyTorch's side: torch.set_num_threads)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--rpc-threads", o.rpc_threads, "num_worker_threads of each agent")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--seed", o.seed, "Seed of the weights (x: seed + 1)")->capture_default_str();
+  c->add_option("--timeline", o.timeline,
+                "Distributed iterations traced after the timed rows, for where the time goes (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--init-method", o.init_method,
+                "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
+  c->add_option("-T,--timeout", o.timeout_s, "Seconds per call, for joining and for the graceful shutdown")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
 }  // namespace
 
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -97,6 +141,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   mlp->add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str()->check(CLI::PositiveNumber);
   add_collectives_command(*bench, options.collectives);
   add_rpc_command(*bench, options.rpc);
+  add_dist_autograd_command(*bench, options.dist_autograd);
   return bench;
 }
 
@@ -122,6 +167,13 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
   }
   if (bench.get_subcommand("rpc")->parsed()) {
     runtime::run_rpc_bench(options.rpc, [](const std::string& text) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    });
+    return 0;
+  }
+  if (bench.get_subcommand("dist-autograd")->parsed()) {
+    runtime::run_dist_autograd_bench(options.dist_autograd, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });

@@ -3,7 +3,6 @@
 #include "runtime/rpc_bench.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +11,8 @@
 
 #include "base/check.h"
 #include "base/logging.h"
-#include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
-#include "store/rendezvous.h"
+#include "runtime/bench_job.h"
 #include "tensor/factory.h"
 
 namespace braid::runtime {
@@ -192,40 +190,7 @@ void check_options(const RpcBenchOptions& o) {
                   o.iters, o.echo_iters, o.async_calls, o.in_flight, o.threads, o.timeout_s, o.warmup);
 }
 
-// The job's store, rank and size: MPI's bootstrap under mpirun, else a rendezvous.
-struct Job {
-  std::shared_ptr<store::Store> store;
-  int rank = 0;
-  int size = 1;
-  std::string launcher;
-};
-
-Job join(const RpcBenchOptions& o) {
-  const std::chrono::milliseconds timeout = std::chrono::seconds(o.timeout_s);
-  const store::LaunchInfo launch = store::detect_launch();
-  Job job;
-  job.launcher = launch.launcher;
-  if (o.init_method.empty() && launch.launcher == "mpi") {
-    job.store = collectives::mpi::mpi_bootstrap_store(timeout);
-    job.rank = launch.rank;
-    job.size = launch.world_size;
-  } else {
-    BRAID_CHECK_ARG(!o.init_method.empty() || launch.launcher != "none",
-                    "bench rpc: needs 2 processes: run it under a launcher (mpirun -np 2 braid bench rpc) or as an "
-                    "env:// job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or give --init-method");
-    const auto rv = store::rendezvous(o.init_method.empty() ? "env://" : o.init_method, -1, -1, timeout);
-    job.store = rv.store;
-    job.rank = rv.rank;
-    job.size = rv.world_size;
-    if (!o.init_method.empty()) job.launcher = o.init_method.substr(0, o.init_method.find(':'));
-  }
-  BRAID_CHECK_ARG(job.size == 2, "bench rpc: needs exactly 2 processes (worker0 calls, worker1 serves), got {}",
-                  job.size);
-  logging::set_identity(job.rank, job.size, "bench");
-  return job;
-}
-
-std::string preamble(const RpcBenchOptions& o, const Job& job, const std::string& who) {
+std::string preamble(const RpcBenchOptions& o, const BenchJob& job, const std::string& who) {
   std::string out = fmt::format("# braid bench rpc: transport {}, 2 workers (launcher {}): worker0 calls, worker1 "
                                 "serves; {} worker threads each\n",
                                 o.transport, job.launcher, o.threads);
@@ -288,11 +253,9 @@ RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo&
 
 RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(const std::string&)>& emit) {
   check_options(o);
-  const Job job = join(o);
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  job.store->set(fmt::format("bench/rpc/who/{}", job.rank),
-                 fmt::format("#   worker{}: pid {} on {}", job.rank, ::getpid(), host));
+  const BenchJob job =
+      join_two_process_bench("rpc", "worker0 calls, worker1 serves", o.init_method, o.timeout_s);
+  publish_bench_worker(job, "bench/rpc/who");
 
   register_rpc_bench_functions(rpc::global_registry());
   rpc::RpcBackendOptions options;
@@ -309,9 +272,7 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
     return report;
   }
   try {
-    const std::string who = job.store->get_string("bench/rpc/who/0") + "\n" +
-                            job.store->get_string("bench/rpc/who/1") + "\n";
-    emit(preamble(o, job, who) + format_rpc_bench_header());
+    emit(preamble(o, job, read_bench_workers(job, "bench/rpc/who")) + format_rpc_bench_header());
     report = run_rpc_bench_caller(rpc::current_agent(), rpc::get_worker_info("worker1"), o,
                                   [&](const RpcBenchReport& r, const RpcBenchRow& row) {
                                     emit(format_rpc_bench_row(r, row));
