@@ -95,8 +95,15 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
   }
   monitors_ = probe_monitor_support();
   // The workers and everything above now belong to the progress thread (its creation orders the hand-over).
-  thread_ = std::thread([this] { run(); });
+  // Started before the thread runs: a request served by it can reply at once (a reply sent in between used
+  // to fail with "before start()" and the caller timed out).
   started_.store(true, std::memory_order_release);
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    started_.store(false, std::memory_order_release);
+    throw;
+  }
   log().debug("ucx transport: worker {} started ({})", self_id, describe_address(address_));
 }
 
