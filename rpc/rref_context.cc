@@ -134,13 +134,11 @@ RRefForkData RRefContext::fork_for(const RRef& rref, int dst) {
   fd.owner = s->owner.id;
   fd.rref_id = s->rref_id;
   fd.parent = self_.id;
-  if (s->is_owner && dst == self_.id) {
-    fd.fork_id = s->fork_id;
-    return fd;
-  }
   fd.fork_id = new_id();
   std::lock_guard<std::mutex> lock(mu_);
-  if (s->is_owner) {
+  if (s->is_owner && dst == self_.id) {
+    self_forks_[fd.fork_id] = s->owner_value;
+  } else if (s->is_owner) {
     auto& owned = owners_[s->rref_id];
     if (!owned.value) owned.value = s->owner_value;
     owned.forks.insert(fd.fork_id);
@@ -154,7 +152,15 @@ RRef RRefContext::on_fork_received(const RRefForkData& fd, int sender) {
   RpcAgent* agent = this->agent();
   BRAID_CHECK_TYPED(CommError, agent != nullptr, "rpc: {} received an RRef after shutdown", self_.name);
   if (fd.owner == self_.id) {
-    auto ov = find_owner(fd.rref_id);
+    std::shared_ptr<OwnerValue> ov;
+    if (fd.parent == self_.id) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = self_forks_.find(fd.fork_id); it != self_forks_.end()) {
+        ov = std::move(it->second);
+        self_forks_.erase(it);
+      }
+    }
+    if (!ov) ov = find_owner(fd.rref_id);
     BRAID_CHECK_TYPED(WireError, ov != nullptr, "rpc: {} received RRef {} that it should own but does not know",
                       self_.name, fd.rref_id.to_string());
     if (fd.parent != self_.id) {

@@ -137,6 +137,10 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
   };
   std::map<RRefId, Owned> owners_;                                // GUARDED_BY(mu_)
   std::map<ForkId, std::shared_ptr<RRefState>> pending_children_;  // GUARDED_BY(mu_)
+  // Owner handles this worker passed to a call to itself, by the fork id they travel under, until that
+  // call's decoding takes them. An owner that made its value with remote() to itself has no entry in
+  // owners_ (no user exists), so the value must ride along; the caller may drop its handle meanwhile.
+  std::map<ForkId, std::shared_ptr<OwnerValue>> self_forks_;        // GUARDED_BY(mu_)
   struct UserRecord {
     std::weak_ptr<RRefState> state;
     WorkerInfo owner;

@@ -77,6 +77,26 @@ TEST_CASE("remote() to self builds an owner RRef", "[rpc][rref]") {
   CHECK(c.local_value().describe() == "object Counter");
 }
 
+TEST_CASE("an owner RRef made by remote() to self travels as an argument of calls to self", "[rpc][rref]") {
+  const std::string transport = transport_under_test();
+  AgentJob job(2, testing::test_registry(), {}, transport);
+  {
+    RRef c = job[0].remote(job[0].self(), "Counter", {Value(int64_t{3})});
+    // The function gets the owner's handle back (seed 000's get_remote_grads(module_rref, ...) on worker0).
+    CHECK(job[0].call_sync(job[0].self(), "bump_through", {Value(c), Value(int64_t{2})}).as_int() == 5);
+    RRef back = job[0].call_sync(job[0].self(), "identity_rref", {Value(c)}).as_rref();
+    CHECK(back.is_owner());
+    CHECK(back.rpc_sync().call("add", {Value(int64_t{1})}).as_int() == 6);
+    // An async call whose caller drops its handle before the call is decoded still finds the value.
+    Future<Value> later = job[0].call_async(job[0].self(), "bump_through", {Value(c), Value(int64_t{4})});
+    c = RRef();
+    back = RRef();
+    CHECK(later.value().as_int() == 10);
+  }
+  job.shutdown_all(true);
+  CHECK(job[0].leaked_rrefs() == 0);
+}
+
 TEST_CASE("an RRef forked across three workers keeps its value alive until the last user is gone",
           "[rpc][rref]") {
   const std::string transport = transport_under_test();
