@@ -38,6 +38,10 @@ struct TransportOptions {
   std::chrono::milliseconds connect_backoff{10};             // first pause, doubled per attempt
   std::chrono::milliseconds connect_backoff_max{250};        // longest pause
   int io_threads = 1;                                         // threads running the transport's I/O
+  // tcp: SO_SNDBUF of every connection. Linux starts a socket's send buffer at tcp_wmem's 16 KiB default, so
+  // a 256 KiB frame did not leave in the caller's non-blocking sendmsg() and the rest waited for an io-thread
+  // wake-up. The kernel caps it at net.core.wmem_max; 0 keeps the kernel's autotuning.
+  int socket_send_buffer = 4 << 20;
 };
 
 struct PeerInfo {

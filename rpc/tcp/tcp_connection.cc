@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/logging.h"
 #include "rpc/tcp/tcp_address.h"
 
 namespace braid::rpc::tcp_detail {
@@ -126,6 +127,12 @@ void TcpConnection::socket_ready_from_strand() {
   boost::system::error_code ec;
   // Small frames are latency-bound: never let Nagle hold one back waiting for an ACK.
   socket_.set_option(tcp::no_delay(true), ec);
+  if (ctx_.socket_send_buffer > 0) {
+    socket_.set_option(asio::socket_base::send_buffer_size(ctx_.socket_send_buffer), ec);
+    if (ec) {
+      logging::get("braid.rpc")->debug("tcp: SO_SNDBUF {} on {}: {}", ctx_.socket_send_buffer, describe(), ec.message());
+    }
+  }
   std::lock_guard lock(mu_);
   if (closed_.load(std::memory_order_relaxed)) return;
   fd_ = socket_.native_handle();

@@ -66,6 +66,7 @@ struct ConnectionContext {
   ConnectionOwner& owner;
   PrefixPool& pool;
   const WireLimits& limits;
+  int socket_send_buffer;  // TransportOptions::socket_send_buffer
 };
 
 // Sends made on an io thread while it delivers the frames of one read (handlers that answer inline) wait
