@@ -30,15 +30,16 @@ Context::~Context() {
   scope_.reset();
   state_.reset();
   try {
-    Future<rpc::Value> released = release_everywhere(id_, -1);
-    const auto timeout = rpc::is_initialized() ? rpc::current_agent().default_timeout() + rpc::Millis(5000)
-                                               : rpc::Millis(5000);
-    released.value(timeout);
+    // This worker's state goes now; the other workers' releases are confirmed in the background.
+    const auto backpressure = rpc::is_initialized() ? rpc::current_agent().default_timeout() : rpc::Millis(5000);
+    PendingReleases::instance().track(id_, release_everywhere(id_, -1), backpressure);
   } catch (const std::exception& e) {
     logging::get("braid.dist_autograd")->warn("releasing distributed autograd context {} on the other workers failed: {}",
                                               id_, e.what());
   }
 }
+
+void wait_for_releases(std::chrono::milliseconds timeout) { PendingReleases::instance().wait_all(timeout); }
 
 int64_t current_context_id() {
   auto state = current_context_state();

@@ -6,7 +6,7 @@
 //     Tensor loss = sum(y);
 //     dist_autograd::backward(ctx.id(), {loss});        // runs every worker's part of the graph
 //     GradientMap grads = dist_autograd::get_gradients(ctx.id());   // this worker's leaves only
-//   }                                                   // released here, and on every worker it reached
+//   }                                                   // released here, then on every worker it reached
 //
 // A context id is unique across the job: the worker id sits in the high 16 bits, a per-process counter in
 // the low 48. Inside a context, every RPC call (rpc_sync/rpc_async/remote/to_here and RRef method calls)
@@ -20,6 +20,7 @@
 // has at most one current context (PyTorch: "Already have an autograd context id for this thread").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -33,8 +34,8 @@ class ContextState;
 class CurrentContextScope;
 
 // The RAII scope of one context: creating it starts a context and makes it current on this thread;
-// destroying it releases the context on this worker and on every worker that took part (waiting, up to
-// the RPC timeout, for them to confirm), and clears the thread's current context.
+// destroying it releases the context on this worker at once and tells every worker that took part, without
+// waiting for them to confirm (wait_for_releases does), and clears the thread's current context.
 class Context {
  public:
   // Needs a running RPC agent (the worker id is part of the context id). Throws InvalidArgument when this
@@ -96,6 +97,11 @@ GradientMap get_gradients(int64_t context_id);
 // Without retain_graph, the context's graph may not be run again ("Trying to backward through the graph a
 // second time"); saved tensors are freed when the context is released.
 void backward(int64_t context_id, const std::vector<Tensor>& roots, bool retain_graph = false);
+
+// Waits until the other workers confirmed every context release this process started before the call
+// (leaving a Context returns before they do, as PyTorch's cleanup does). TimeoutError names the contexts
+// still unconfirmed. A release that failed (a dead worker) counts as finished; it was logged.
+void wait_for_releases(std::chrono::milliseconds timeout);
 
 // How many contexts this worker holds (its own and those it joined); for tests and diagnostics.
 size_t num_contexts();

@@ -18,8 +18,15 @@ Tensor ContextGradSink::accumulate(const Tensor& leaf, const Tensor& grad) {
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = index_.try_emplace(leaf.unsafe_impl(), entries_.size());
   if (fresh) {
-    // A copy: the engine may hand the same gradient tensor to several places.
-    entries_.push_back(GradientEntry{leaf, grad.is_sparse() ? grad : grad.clone()});
+    // The entry must own its buffer, since later gradients add into it in place. A gradient that nothing
+    // else references (the usual case: AccumulateGrad's fresh result of the producing rule) is taken as it
+    // is, as .grad does (autograd/accumulate_grad.cc): copying it put a 4 MiB pass per Linear(1024, 1024)
+    // on the owner's critical path before d x left. One shared with another leaf, a hook, a view or a DDP
+    // bucket is copied.
+    const bool sole = grad.is_sparse() || (grad.use_count() == 1 && grad.storage().use_count() == 1 &&
+                                           grad.autograd_meta() == nullptr && grad.is_contiguous() &&
+                                           grad.storage()->nbytes() == grad.nbytes());
+    entries_.push_back(GradientEntry{leaf, sole ? grad : grad.clone()});
   } else {
     Tensor& slot = entries_[it->second].grad;
     // Dense into dense in place: whoever holds the entry (DDP writes its averaged result into it) keeps

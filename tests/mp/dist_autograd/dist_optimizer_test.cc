@@ -138,6 +138,8 @@ TEST_CASE_METHOD(MpFixture, "DistributedOptimizer: a step with a released contex
     dist_autograd::backward(ctx.id(), {autograd::sum(remote_layer(known_x()))});
     released = ctx.id();
   }
+  // Leaving the context does not wait for the owner's release; a step must not overtake it here.
+  dist_autograd::wait_for_releases(std::chrono::milliseconds(10'000));
   try {
     opt.step(released);
     FAIL("a step with a released context succeeded");
