@@ -42,6 +42,9 @@ struct TransportOptions {
   // a 256 KiB frame did not leave in the caller's non-blocking sendmsg() and the rest waited for an io-thread
   // wake-up. The kernel caps it at net.core.wmem_max; 0 keeps the kernel's autotuning.
   int socket_send_buffer = 4 << 20;
+  // tcp: a connection whose connect + hello exchange takes longer is closed (an outgoing one is retried
+  // as connect_retries allows); the error names the endpoint and this limit.
+  std::chrono::milliseconds handshake_timeout{5000};
 };
 
 struct PeerInfo {

@@ -20,8 +20,6 @@ constexpr size_t kReadBufferBytes = 64 * 1024;
 constexpr size_t kMinReadRoom = 4 * 1024;
 // A hello carries its worker id in the request id; its meta is reserved (and bounded).
 constexpr uint32_t kMaxHelloMetaBytes = 1024;
-// A connection whose handshake does not finish in this time is closed (and an outgoing one retried).
-constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 
 std::string remote_text(const Socket& socket) {
   boost::system::error_code ec;
@@ -103,20 +101,20 @@ void TcpConnection::open_from_strand(int self_id, int peer, std::string peer_nam
 }
 
 void TcpConnection::arm_deadline_from_strand() {
-  deadline_.expires_after(kHandshakeTimeout);
+  deadline_.expires_after(ctx_.handshake_timeout);
   deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
     if (ec || self->stopped_ || self->phase_ == Phase::kOpen) return;
-    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(kHandshakeTimeout).count();
+    const auto ms = self->ctx_.handshake_timeout.count();
     std::string reason;
     switch (self->phase_) {
       case Phase::kConnecting:
-        reason = fmt::format("cannot connect to {}: timed out after {} s", self->describe(), secs);
+        reason = fmt::format("cannot connect to {}: timed out after {} ms", self->describe(), ms);
         break;
       case Phase::kAwaitAccept:
-        reason = fmt::format("cannot connect to {}: no answer to the hello within {} s", self->describe(), secs);
+        reason = fmt::format("cannot connect to {}: no answer to the hello within {} ms", self->describe(), ms);
         break;
       default:
-        reason = fmt::format("connection from {} closed: no hello within {} s", self->describe(), secs);
+        reason = fmt::format("connection from {} closed: no hello within {} ms", self->describe(), ms);
         break;
     }
     self->fail_from_strand(FailKind::kClosed, reason);

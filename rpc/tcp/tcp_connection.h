@@ -67,6 +67,7 @@ struct ConnectionContext {
   PrefixPool& pool;
   const WireLimits& limits;
   int socket_send_buffer;  // TransportOptions::socket_send_buffer
+  std::chrono::milliseconds handshake_timeout;  // TransportOptions::handshake_timeout
 };
 
 // Sends made on an io thread while it delivers the frames of one read (handlers that answer inline) wait

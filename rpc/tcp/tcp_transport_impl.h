@@ -77,7 +77,7 @@ class TcpTransport final : public Transport, private ConnectionOwner {
   void send_to_self(Message msg);
   bool register_connection(const std::shared_ptr<TcpConnection>& conn);
   bool on_io_thread() const;
-  ConnectionContext context() { return ConnectionContext{*this, pool_, options_.limits, options_.socket_send_buffer}; }
+  ConnectionContext context() { return ConnectionContext{*this, pool_, options_.limits, options_.socket_send_buffer, options_.handshake_timeout}; }
 
   const TransportOptions options_;
   // Declared first so that it is destroyed last: sockets and timers below belong to it.

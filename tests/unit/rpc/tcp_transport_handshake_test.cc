@@ -80,3 +80,16 @@ TEST_CASE("tcp transport: a peer that never answers the hello is retried, then r
   CHECK_THAT(failure.second, Catch::Contains("cannot reach worker 1 'mute'"));
   CHECK_THAT(failure.second, Catch::Contains("after 2 connection attempts (1 queued message(s) dropped)"));
 }
+
+TEST_CASE("tcp transport: handshake_timeout closes a connection that never says hello", "[rpc][tcp]") {
+  TransportOptions options;
+  options.handshake_timeout = std::chrono::milliseconds(200);
+  Node a(0, options);
+  const auto t0 = std::chrono::steady_clock::now();
+  RawClient silent(a.transport().local_address());
+  // Closed after the option's 200 ms, well before the default 5 s.
+  CHECK(silent.closed_within(std::chrono::milliseconds(3000)));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= std::chrono::milliseconds(150));
+  CHECK(a.failures().empty());  // a stranger that never said who it is costs no failure report
+}
