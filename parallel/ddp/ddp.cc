@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops/shape.h"
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "nn/embedding.h"
@@ -78,12 +79,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   verify_params_across_processes();
   sync_module_states(/*params=*/true, /*buffers=*/true);
 
+  // Installed before the Reducer's hooks, so that its restore runs before the Reducer's write-back.
+  if (const auto dt = options_.mixed_precision.param_dtype) param_precision_ = ParamPrecision::create(params_, *dt);
+
   ReducerOptions ro;
   ro.find_unused_parameters = options_.find_unused_parameters;
   ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
   ro.static_graph = options_.static_graph;
   ro.bucket_bytes_cap = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
-  ro.reduce_dtype = options_.mixed_precision.reduce_dtype;
+  ro.reduce_dtype = options_.mixed_precision.reduce_dtype ? options_.mixed_precision.reduce_dtype
+                                                          : options_.mixed_precision.param_dtype;
   // First iteration: one bucket per dtype and device unless unused parameters are searched each
   // iteration (then the final limits at once); reversed, so that the last layers go first (SPEC C.3).
   std::vector<size_t> limits{std::numeric_limits<size_t>::max()};
@@ -91,6 +96,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   BucketAssignment a = compute_bucket_assignment_by_size(params_, limits, expect_sparse_);
   std::reverse(a.buckets.begin(), a.buckets.end());
   reducer_ = Reducer::create(params_, param_names_, a.buckets, options_.process_group, expect_sparse_, ro);
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  // A forward never followed by its backward leaves the parameters in low precision.
+  if (param_precision_) param_precision_->restore();
 }
 
 void DistributedDataParallel::verify_params_across_processes() {
@@ -133,15 +143,15 @@ void DistributedDataParallel::verify_params_across_processes() {
     }
     size_t at = 1;
     for (size_t i = 0; i < params_.size(); ++i) {
-      const size_t len = 2 + static_cast<size_t>(reference[at + 1]);
+      const size_t span = 2 + static_cast<size_t>(reference[at + 1]);
       if (!std::equal(reference.begin() + static_cast<std::ptrdiff_t>(at),
-                      reference.begin() + static_cast<std::ptrdiff_t>(at + len),
+                      reference.begin() + static_cast<std::ptrdiff_t>(at + span),
                       other.begin() + static_cast<std::ptrdiff_t>(at))) {
         BRAID_THROW(InvalidArgument,
                     "DDP: {} (parameter {}) on rank {} is {} and appears not to match sizes of the same param in "
                     "process 0 ({})", param_names_[i], i, r, describe_at(other, at), describe_at(reference, at));
       }
-      at += len;
+      at += span;
     }
   }
 }
@@ -200,22 +210,46 @@ void DistributedDataParallel::before_forward() {
     sync_module_states(false, true);
   }
   reducer_->prepare_for_forward();
+  if (param_precision_) param_precision_->to_low_precision();
 }
 
 void DistributedDataParallel::after_forward(const TensorList& outputs) {
   if (autograd::GradMode::is_enabled() && require_backward_grad_sync_) reducer_->prepare_for_backward(outputs);
+  if (param_precision_) {
+    // No backward will come to restore the parameters (evaluation, no_grad): restore them now.
+    const bool backward_follows = autograd::GradMode::is_enabled() &&
+                                  std::any_of(outputs.begin(), outputs.end(), [](const Tensor& t) {
+                                    return t.defined() && autograd::requires_grad(t);
+                                  });
+    if (!backward_follows) param_precision_->restore();
+  }
+}
+
+TensorList DistributedDataParallel::cast_inputs(const TensorList& inputs) const {
+  if (!param_precision_) return inputs;
+  // PyTorch casts floating forward inputs to param_dtype too (differentiably: gradients flow back upcast).
+  TensorList cast = inputs;
+  for (auto& t : cast) {
+    if (t.defined() && is_floating(t.dtype()) && !t.is_sparse() && t.dtype() != param_precision_->dtype()) {
+      t = autograd::to(t, param_precision_->dtype());
+    }
+  }
+  return cast;
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  before_forward();
-  Tensor out = module_->forward(input);
-  after_forward({out});
-  return out;
+  return forward_many({input}).at(0);
 }
 
 TensorList DistributedDataParallel::forward_many(const TensorList& inputs) {
   before_forward();
-  TensorList out = module_->forward_many(inputs);
+  TensorList out;
+  try {
+    out = module_->forward_many(cast_inputs(inputs));
+  } catch (...) {
+    if (param_precision_) param_precision_->restore();  // no backward will follow a failed forward
+    throw;
+  }
   after_forward(out);
   return out;
 }

@@ -25,6 +25,7 @@
 #include "collectives/process_group.h"
 #include "nn/module.h"
 #include "parallel/ddp/comm_hook.h"
+#include "parallel/ddp/mixed_precision.h"
 #include "parallel/ddp/reducer.h"
 
 namespace braid::parallel {
@@ -44,10 +45,13 @@ struct DDPOptions {
   // Parameter and buffer names (as named_parameters() gives them; a leading '.' is ignored) that DDP
   // neither reduces nor broadcasts.
   std::vector<std::string> params_and_buffers_to_ignore;
-  // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14), the parts braid has: gradients are reduced in
-  // reduce_dtype; floating buffers are cast to buffer_dtype at construction. (param_dtype — running the
-  // forward on low-precision copies of the parameters — is not implemented.)
+  // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14). param_dtype: forward and backward run on
+  // low-precision copies of the floating parameters (and floating inputs are cast to it), while the
+  // parameters keep their full-precision values and get full-precision gradients (mixed_precision.h).
+  // reduce_dtype: the buckets hold and communicate gradients in it (default: param_dtype when that is
+  // set). buffer_dtype: floating buffers are cast to it at construction.
   struct MixedPrecision {
+    std::optional<DType> param_dtype;
     std::optional<DType> reduce_dtype;
     std::optional<DType> buffer_dtype;
   };
@@ -57,6 +61,7 @@ struct DDPOptions {
 class DistributedDataParallel : public nn::Module {
  public:
   DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options);
+  ~DistributedDataParallel() override;
 
   Tensor forward(const Tensor& input) override;
   TensorList forward_many(const TensorList& inputs) override;
@@ -129,6 +134,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<Tensor> synced_buffers() const;
   void before_forward();
   void after_forward(const TensorList& outputs);
+  TensorList cast_inputs(const TensorList& inputs) const;
 
   std::shared_ptr<nn::Module> module_;
   DDPOptions options_;
@@ -136,6 +142,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<std::string> param_names_;
   std::vector<bool> expect_sparse_;
   std::shared_ptr<Reducer> reducer_;
+  std::shared_ptr<ParamPrecision> param_precision_;  // set with mixed_precision.param_dtype
   bool require_backward_grad_sync_ = true;
   bool join_enabled_ = false;
   bool join_divide_by_initial_ = true;
