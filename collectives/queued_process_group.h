@@ -155,6 +155,11 @@ class QueuedProcessGroup : public ProcessGroup {
   // Stops accepting ops, drains and joins every lane. Idempotent.
   void shutdown();
 
+  // Whether the calling thread runs the op for a thread blocked in Work::wait (the waiter itself), as
+  // opposed to the lane's thread, which may share a core with the caller's own work. Engines may then
+  // keep the core while they wait for the network instead of yielding it.
+  static bool on_waiting_thread();
+
  private:
   struct Lane;
   // What enqueue() needs besides the body: the op's name, its timeout, the device its tensors live on

@@ -165,7 +165,7 @@ void ProcessGroupMPI::run_nonblocking(const char* call, const OpContext& ctx, si
   const auto started = Clock::now();
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(start(&request), call, ctx.what);
-  if (test_until(request, bytes, ctx.deadline, ctx.what)) return;
+  if (test_until(request, bytes, ctx.deadline, ctx.what, on_waiting_thread())) return;
   // MPI cannot cancel a collective: the progress thread keeps testing it, with its buffers, until a late
   // peer completes it or MPI is finalised. The group is broken from here on (the base makes it sticky).
   p2p_->adopt_abandoned(request, std::move(keep));
