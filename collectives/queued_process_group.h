@@ -6,7 +6,8 @@
 //   1. arguments are checked (collectives/checks.h): a bad call throws and communicates nothing;
 //   2. the op takes the group's next sequence number and a deadline (per-call timeout or the group's);
 //   3. a Work is returned at once and the op is queued on lane `seq % lanes()`.
-// On the lane's worker thread, in issue order:
+// On the lane's worker thread, or on the thread that waits for the op when the lane is idle (Work::wait
+// runs it itself, see Lane in the .cc: no thread hand-off for a caller that posts and waits), in issue order:
 //   4. inputs are staged into one flat buffer when needed: non-contiguous tensors and lists are packed,
 //      bool becomes uint8 with logical ops, float16/bfloat16 reductions run in float32 (rounded once, so
 //      results do not depend on the reduction order) unless the engine reduces them natively,
@@ -154,6 +155,11 @@ class QueuedProcessGroup : public ProcessGroup {
   // Stops accepting ops, drains and joins every lane. Idempotent.
   void shutdown();
 
+  // Whether the calling thread runs the op for a thread blocked in Work::wait (the waiter itself), as
+  // opposed to the lane's thread, which may share a core with the caller's own work. Engines may then
+  // keep the core while they wait for the network instead of yielding it.
+  static bool on_waiting_thread();
+
  private:
   struct Lane;
   // What enqueue() needs besides the body: the op's name, its timeout, the device its tensors live on
@@ -187,7 +193,7 @@ class QueuedProcessGroup : public ProcessGroup {
 
   Config config_;
   bool detail_ = false;  // BRAID_DEBUG=DETAIL
-  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;
   std::condition_variable monitor_cv_;
   uint64_t published_seq_ = 0;  // guarded by mu_

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,16 @@ using TensorList = std::vector<Tensor>;
 
 class Work {
  public:
+  // Something that can run, on the waiting thread, the queued operations a Work depends on
+  // (QueuedProcessGroup's lanes). help() runs, in issue order, the ops queued before and up to `work` while
+  // no other thread is running one of them, stopping at an op whose deadline lies beyond `limit`, and
+  // returns when `work` completed or there is nothing it may run; it never blocks on another thread.
+  class Helper {
+   public:
+    virtual ~Helper() = default;
+    virtual void help(const Work& work, std::chrono::steady_clock::time_point limit) = 0;
+  };
+
   // `what` names the operation for errors and logs, e.g. "allreduce #12 on group 'world' (rank 1/4)".
   Work(std::string what, std::chrono::milliseconds default_timeout);
   virtual ~Work() = default;
@@ -47,6 +58,9 @@ class Work {
   // doing the work when both share a core.
   void set_wait_spin(std::chrono::microseconds spin) { wait_spin_ = spin; }
   void set_source_rank(int rank) { source_rank_.store(rank); }
+  // Set by the group before the Work is returned: wait() runs the op itself when it is still queued and
+  // its lane is idle, which saves the two thread hand-offs of a synchronous call.
+  void set_helper(std::shared_ptr<Helper> helper) { helper_ = std::move(helper); }
 
   // Producer side (backends).
   void finish(TensorList outputs) { future_.set_value(std::move(outputs)); }
@@ -57,6 +71,7 @@ class Work {
   std::chrono::milliseconds default_timeout_;
   std::atomic<int> source_rank_{-1};
   std::chrono::microseconds wait_spin_{0};
+  std::shared_ptr<Helper> helper_;
 };
 
 }  // namespace braid::collectives

@@ -40,6 +40,10 @@ int run(int argc, char** argv) {
                 backend.c_str(), size, static_cast<double>(to_vector<float>(t)[0]), want_sum, evens.size(),
                 ok ? "ok" : "MISMATCH");
   }
+  // Rank 0 hosts the store (mpirun's bootstrap, or env://): it must not exit while another rank still
+  // waits for a store reply (new_group's store barrier), so every rank meets here first, as torch
+  // programs do with dist.barrier() before dist.destroy_process_group().
+  barrier();
   destroy_process_group();
   return ok ? 0 : 1;
 }

@@ -3,10 +3,12 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 
 #include "collectives/mpi/mpi_runtime.h"
+#include "store/rendezvous.h"
 
 namespace braid::collectives::mpi {
 
@@ -22,7 +24,34 @@ void tighten_timer_slack() {
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 }
 
+// Whether this host has a core for every local rank (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE and friends,
+// against the online CPUs). Then a thread that waits for its own op (keep_core) keeps its core through
+// the busy window, as Open MPI's blocking calls do: sched_yield would hand it to whatever else runs on
+// the machine (a build, another job), and under the EEVDF scheduler a thread that yields goes behind
+// them for up to a slice. Oversubscribed, the other ranks on the core need it to make progress: the
+// waiter then yields from the first test on (no spin phase, as Open MPI's yield_when_idle), since the
+// data it waits for usually comes from a rank that cannot run while it spins. A lane's thread may
+// share its core with the caller's own work: it yields either way.
+bool has_core_per_rank() {
+  static const bool value = [] {
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    int local = 1;
+    try {
+      local = std::max(1, store::detect_launch().local_world_size);
+    } catch (const std::exception&) {
+    }
+    return cpus > 0 && local <= cpus;
+  }();
+  return value;
+}
+
 }  // namespace
+
+Backoff::Backoff(std::chrono::microseconds busy, bool keep_core)
+    : start_(Clock::now()),
+      busy_(busy),
+      phase_(has_core_per_rank() ? Phase::Spin : Phase::Yield),
+      spin_not_yield_(keep_core && has_core_per_rank()) {}
 
 void Backoff::pause() {
   pause([](std::chrono::microseconds d) {
@@ -39,7 +68,7 @@ void Backoff::pause(const std::function<void(std::chrono::microseconds)>& sleep)
   }
   if (phase_ == Phase::Yield) {
     if (Clock::now() - start_ < busy_) {
-      ::sched_yield();
+      if (!spin_not_yield_) ::sched_yield();
       return;
     }
     phase_ = Phase::Sleep;
@@ -53,13 +82,14 @@ void Backoff::pause(const std::function<void(std::chrono::microseconds)>& sleep)
 void Backoff::reset(std::chrono::microseconds busy) {
   start_ = Clock::now();
   busy_ = busy;
-  phase_ = Phase::Spin;
+  phase_ = has_core_per_rank() ? Phase::Spin : Phase::Yield;
   sleep_ = std::chrono::microseconds(1);
   calls_ = 0;
 }
 
-bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what) {
-  Backoff backoff(Backoff::busy_window(bytes));
+bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what,
+                bool keep_core) {
+  Backoff backoff(Backoff::busy_window(bytes), keep_core);
   unsigned polls = 0;
   while (true) {
     int done = 0;

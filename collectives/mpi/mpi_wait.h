@@ -32,8 +32,10 @@ class Backoff {
   static constexpr std::chrono::milliseconds kLongWait{100};
   static constexpr std::chrono::microseconds kMaxLongSleep{250};
 
-  // Busy (spinning, then yielding) for `busy`, then sleeping.
-  explicit Backoff(std::chrono::microseconds busy = busy_window(0)) : start_(Clock::now()), busy_(busy) {}
+  // Busy (spinning, then yielding) for `busy`, then sleeping. With `keep_core`, it spins instead of
+  // yielding when this host has a core for every local rank; with fewer cores than local ranks it
+  // yields from the start (see has_core_per_rank in the .cc).
+  explicit Backoff(std::chrono::microseconds busy = busy_window(0), bool keep_core = false);
   // 1 ms plus the time `bytes` take at 0.5 GB/s, a pessimistic shared-memory rate on a loaded machine.
   static std::chrono::microseconds busy_window(size_t bytes) {
     return std::chrono::microseconds(1000 + static_cast<int64_t>(bytes / 500));
@@ -52,11 +54,15 @@ class Backoff {
   Phase phase_ = Phase::Spin;
   std::chrono::microseconds sleep_{1};
   unsigned calls_ = 0;
+  bool spin_not_yield_ = false;
 };
 
 // Tests `request` (moving about `bytes` per rank) until it completes (true; the request is then
 // MPI_REQUEST_NULL) or `deadline` passes (false; the request is still active and the caller must keep
 // its buffers alive). Throws CommError naming `what` when MPI reports an error.
-bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what);
+// `keep_core`: the caller has nothing else to run meanwhile (it is the thread waiting for the op), so the
+// busy part of the wait may spin rather than yield (Backoff).
+bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what,
+                bool keep_core = false);
 
 }  // namespace braid::collectives::mpi

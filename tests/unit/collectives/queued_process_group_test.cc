@@ -3,9 +3,13 @@
 // name the op, sticky failure, barrier implies wait) and sparse allreduce without any real engine.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "collectives/queued_process_group.h"
 #include "store/hash_store.h"
@@ -27,6 +31,10 @@ class FakeEngine final : public QueuedProcessGroup {
   std::atomic<bool> fail_next{false};
   std::atomic<int> slow_ms{0};
   std::atomic<int> allreduces{0};
+  // Which thread ran each allreduce, and its sequence number, in the order they ran.
+  std::mutex ran_mu;
+  std::vector<std::thread::id> ran_on;
+  std::vector<uint64_t> ran_seq;
 
  protected:
   void maybe_misbehave(const OpContext& ctx) {
@@ -37,6 +45,9 @@ class FakeEngine final : public QueuedProcessGroup {
   void run_allreduce(Tensor&, EngineOp, const OpContext& ctx) override {
     maybe_misbehave(ctx);
     ++allreduces;
+    std::lock_guard<std::mutex> lock(ran_mu);
+    ran_on.push_back(std::this_thread::get_id());
+    ran_seq.push_back(ctx.seq);
   }
   void run_reduce(Tensor&, EngineOp, int, const OpContext& ctx) override { maybe_misbehave(ctx); }
   void run_allgather(const Tensor& in, Tensor& out, const OpContext& ctx) override {
@@ -196,6 +207,82 @@ TEST_CASE("monitored_barrier passes when every rank arrives", "[collectives][que
   CHECK_NOTHROW(pg.monitored_barrier(Millis(1000)));
   FakeEngine no_store;
   CHECK_THROWS_WITH(no_store.monitored_barrier(), Catch::Contains("needs a store"));
+}
+
+// ---- who runs an op: the lane's thread, or the thread that waits for it (Work::Helper) ----
+
+TEST_CASE("post-and-wait runs ops on the waiting thread, in issue order", "[collectives][queued][helper]") {
+  FakeEngine pg;
+  TensorList t{ones({4})};
+  for (int i = 0; i < 200; ++i) pg.allreduce(t)->wait();
+  std::lock_guard<std::mutex> lock(pg.ran_mu);
+  REQUIRE(pg.ran_seq.size() == 200);
+  for (size_t i = 0; i < pg.ran_seq.size(); ++i) CHECK(pg.ran_seq[i] == i + 1);
+  // The lane's thread may win the race now and then; a caller that waits at once must win most of it.
+  const auto on_caller = std::count(pg.ran_on.begin(), pg.ran_on.end(), std::this_thread::get_id());
+  INFO(on_caller << " of 200 ran on the caller");
+  CHECK(on_caller > 0);
+}
+
+TEST_CASE("waiting for a later op runs the earlier queued ones first", "[collectives][queued][helper]") {
+  FakeEngine pg;
+  TensorList t{ones({4})};
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < 10; ++i) works.push_back(pg.allreduce(t));
+  works.back()->wait();
+  for (const auto& w : works) CHECK(w->is_completed());
+  std::lock_guard<std::mutex> lock(pg.ran_mu);
+  REQUIRE(pg.ran_seq.size() == 10);
+  for (size_t i = 0; i < 10; ++i) CHECK(pg.ran_seq[i] == i + 1);
+}
+
+TEST_CASE("an op nobody waits for still runs after the caller ran earlier ones", "[collectives][queued][helper]") {
+  FakeEngine pg;
+  TensorList t{ones({4})};
+  for (int i = 0; i < 20; ++i) pg.allreduce(t)->wait();  // the lane now expects its caller to wait
+  auto unwaited = pg.allreduce(t);
+  // Polled, never waited: the lane's thread must start it on its own.
+  for (int i = 0; i < 500 && !unwaited->is_completed(); ++i) std::this_thread::sleep_for(Millis(10));
+  CHECK(unwaited->is_completed());
+  // And once the caller waits again, a fresh op is still fine on both paths.
+  pg.allreduce(t)->wait();
+  CHECK(pg.allreduces.load() == 22);
+}
+
+TEST_CASE("wait(timeout) does not run an op that could outlast it", "[collectives][queued][helper]") {
+  FakeEngine pg;
+  pg.slow_ms = 300;
+  TensorList t{ones({4})};
+  auto w = pg.allreduce(t);  // the group's timeout (5 s) is far beyond the wait's 50 ms
+  CHECK_THROWS_AS(w->wait(Millis(50)), TimeoutError);
+  w->wait();  // the lane's thread finishes it
+  CHECK(w->is_success());
+}
+
+TEST_CASE("waiters on several lanes and threads each get their op", "[collectives][queued][helper]") {
+  FakeEngine pg(/*lanes=*/2);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  std::mutex post_mu;  // ops are issued one at a time (ProcessGroup's ordering rule); waits overlap
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        TensorList t{ones({4})};
+        std::shared_ptr<Work> w;
+        {
+          std::lock_guard<std::mutex> lock(post_mu);
+          w = pg.allreduce(t);
+        }
+        w->wait();
+        if (w->is_success()) ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(ok.load() == 200);
+  pg.barrier()->wait();
+  std::lock_guard<std::mutex> lock(pg.ran_mu);
+  CHECK(pg.ran_seq.size() == 200);
 }
 
 }  // namespace braid::collectives
