@@ -53,6 +53,8 @@ class TCPStore final : public Store {
   const std::string& host() const { return host_; }
   // The server's port (the bound one when the master asked for port 0).
   uint16_t port() const { return port_; }
+  // Whether this object serves the store (is_master): the process must outlive the others' use of it.
+  bool hosts_server() const { return server_ != nullptr; }
 
  private:
   class Connection;
