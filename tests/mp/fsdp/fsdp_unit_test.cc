@@ -1,0 +1,104 @@
+// What one FSDP unit does around forward and backward: how many collectives each strategy issues, when the
+// parameters are full or sharded, and the errors fully_shard raises (null group, mixed dtypes, a unit
+// applied twice, tied parameters across units, ranks that shard different models).
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/variable.h"
+#include "nn/linear.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+namespace fsdp = braid::parallel::fsdp;
+
+namespace {
+
+// A module that registers a tensor it is given: two of them sharing one tensor are tied weights.
+class Holder : public nn::Module {
+ public:
+  explicit Holder(const Tensor& t) : nn::Module("Holder") { w = register_parameter("w", t); }
+  Tensor forward(const Tensor& x) override { return autograd::mul(w, x); }
+  Tensor w;
+};
+
+class MixedDtypes : public nn::Module {
+ public:
+  MixedDtypes() : nn::Module("MixedDtypes") {
+    register_parameter("a", ones({2}));
+    register_parameter("b", ones({2}, DType::Float64));
+  }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "fsdp: collectives per step and parameter states of each strategy", "[fsdp]") {
+  auto group = shared_group();
+  using S = fsdp::ShardingStrategy;
+  struct Case {
+    S strategy;
+    uint64_t forward_ops, backward_ops;  // weight and bias: one all-gather each; one reduce-scatter
+    bool full_between;                   // parameters full between forward and backward
+  };
+  for (const Case& c : {Case{S::FULL_SHARD, 2, 3, false}, Case{S::SHARD_GRAD_OP, 2, 1, true},
+                        Case{S::NO_SHARD, 0, 1, true}}) {
+    INFO(fsdp::to_string(c.strategy));
+    Generator gen(1);
+    auto linear = std::make_shared<nn::Linear>(8, 6, true, &gen);
+    fsdp::FSDPOptions o;
+    o.strategy = c.strategy;
+    auto unit = fsdp::fully_shard(*linear, group, o);
+    const bool sharded = c.strategy != S::NO_SHARD;
+    const RowRange rows = shard_rows(6, rank(), size());
+    CHECK(linear->weight().shape() == (sharded ? Shape{rows.count, 8} : Shape{6, 8}));
+
+    const uint64_t before = group->sequence_number();
+    const Tensor out = (*linear)(ones({2, 8}));
+    CHECK(group->sequence_number() - before == c.forward_ops);
+    CHECK(linear->weight().shape() == (c.full_between ? Shape{6, 8} : Shape{rows.count, 8}));
+    CHECK(autograd::is_leaf(linear->weight()));  // the node is attached only while forward runs
+
+    autograd::backward(autograd::sum(out));
+    CHECK(group->sequence_number() - before == c.forward_ops + c.backward_ops);
+    CHECK(linear->weight().shape() == (sharded ? Shape{rows.count, 8} : Shape{6, 8}));
+    CHECK(autograd::grad(linear->weight()).shape() == linear->weight().shape());
+    CHECK_FALSE(unit->is_unsharded());
+
+    // Without grad nothing waits for a backward: the unit reshards right after forward.
+    autograd::NoGradGuard no_grad;
+    (*linear)(ones({2, 8}));
+    CHECK(linear->weight().shape() == (sharded ? Shape{rows.count, 8} : Shape{6, 8}));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard errors name the unit and the problem", "[fsdp]") {
+  auto group = shared_group();
+  SECTION("null group") {
+    nn::Linear l(2, 2);
+    CHECK_THROWS_WITH(fsdp::fully_shard(l, nullptr), Catch::Contains("fully_shard(Linear): the process group is null"));
+  }
+  SECTION("mixed dtypes in one unit") {
+    MixedDtypes m;
+    CHECK_THROWS_WITH(fsdp::fully_shard(m, group),
+                      Catch::Contains("must share a dtype and a device, but 'a' is float32[2] cpu and 'b' is float64[2] cpu"));
+  }
+  SECTION("a module sharded twice") {
+    nn::Linear l(4, 4);
+    fsdp::fully_shard(l, group);
+    CHECK_THROWS_WITH(fsdp::fully_shard(l, group), Catch::Contains("is already an FSDP unit"));
+  }
+  SECTION("tied parameters in two units") {
+    const Tensor shared = ones({4, 2});
+    Holder a(shared), b(shared);
+    fsdp::fully_shard(a, group, {}, "a");
+    CHECK_THROWS_WITH(fsdp::fully_shard(b, group, {}, "b"),
+                      Catch::Contains("parameter 'w' of unit 'b' is already managed by unit 'a'"));
+  }
+  SECTION("ranks shard different models") {
+    nn::Linear l(8, rank() == 1 ? 5 : 4);
+    CHECK_THROWS_WITH(fsdp::fully_shard(l, group), Catch::Contains("rank 1 of group") &&
+                                                       Catch::Contains("has a different unit than rank 0"));
+  }
+}
