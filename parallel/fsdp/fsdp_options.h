@@ -1,8 +1,11 @@
 // Options of fully_shard(), following PyTorch's FSDP names.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "collectives/process_group.h"
 
 namespace braid::parallel::fsdp {
 
@@ -15,18 +18,25 @@ enum class ShardingStrategy {
   SHARD_GRAD_OP,
   // No sharding: full parameters on every rank, gradients averaged with an allreduce (DDP's result).
   NO_SHARD,
+  // FULL_SHARD inside `group` (e.g. the ranks of one node), replicated across `replicate_group` (the ranks
+  // holding the same shard on the other nodes): gradients are reduce-scattered in the group, then the
+  // shards allreduced across the replicas, averaged over both.
+  HYBRID_SHARD,
 };
 
 std::string to_string(ShardingStrategy s);
 
 struct FSDPOptions {
   ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
-  // Overrides the strategy's choice (true for FULL_SHARD, false for SHARD_GRAD_OP); ignored for NO_SHARD.
+  // Overrides the strategy's choice (true for FULL_SHARD and HYBRID_SHARD, false for SHARD_GRAD_OP);
+  // ignored for NO_SHARD.
   std::optional<bool> reshard_after_forward;
+  // HYBRID_SHARD only (required there): the ranks that hold the same shard as this one, this rank included.
+  std::shared_ptr<collectives::ProcessGroup> replicate_group;
 
   bool resolved_reshard_after_forward() const {
     if (strategy == ShardingStrategy::NO_SHARD) return false;
-    return reshard_after_forward.value_or(strategy == ShardingStrategy::FULL_SHARD);
+    return reshard_after_forward.value_or(strategy != ShardingStrategy::SHARD_GRAD_OP);
   }
 };
 

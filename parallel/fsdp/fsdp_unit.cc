@@ -46,6 +46,7 @@ std::string to_string(ShardingStrategy s) {
     case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
     case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
     case ShardingStrategy::NO_SHARD: return "NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
   }
   return "?";
 }
@@ -64,6 +65,11 @@ FSDPUnit::FSDPUnit(nn::Module& module, std::string name, std::vector<std::pair<s
     dtype_ = params_.front().second.dtype();
     device_ = params_.front().second.device();
   }
+  const bool hybrid = options_.strategy == ShardingStrategy::HYBRID_SHARD;
+  BRAID_CHECK_ARG(hybrid == (options_.replicate_group != nullptr),
+                  "fully_shard({}): {}", name_,
+                  hybrid ? "HYBRID_SHARD needs options.replicate_group (the ranks holding the same shard)"
+                         : "options.replicate_group is only for HYBRID_SHARD");
   for (const auto& [pname, p] : params_) {
     const auto& [first_name, first] = params_.front();
     BRAID_CHECK_ARG(p.dtype() == dtype_ && p.device() == device_,
@@ -131,6 +137,12 @@ void FSDPUnit::reshard() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].second.set_data(shards_[i]);
   unsharded_storage_->release();
   unsharded_ = false;
+}
+
+void FSDPUnit::write_back_shards() {
+  if (!unsharded_) return;
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) shards_[i].copy_(layout_.shard_of(params_[i].second, i, rank_));
 }
 
 void FSDPUnit::detach_from_node() {
@@ -232,7 +244,14 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
   }
   auto work = group_->reduce_scatter_tensor(scatter_output_, scatter_input_);
   wait_all({work}, describe() + ": reduce-scatter of the gradients");
-  scatter_output_.mul_(Scalar(1.0 / world_));
+  int replicas = 1;
+  if (const auto& replicate = options_.replicate_group) {
+    // HYBRID_SHARD: every replica of this shard adds its part.
+    replicas = replicate->size();
+    TensorList list{scatter_output_};
+    wait_all({replicate->allreduce(list)}, describe() + ": allreduce of the gradient shards across replicas");
+  }
+  scatter_output_.mul_(Scalar(1.0 / (static_cast<double>(world_) * replicas)));
   for (size_t i = 0; i < params_.size(); ++i) {
     // A fresh tensor: AccumulateGrad may keep it as .grad, and the buffer is reused next step.
     out[i] = layout_.block_segment(scatter_output_, i).narrow(0, 0, layout_.param(i).shard_rows(rank_)).clone();

@@ -64,6 +64,9 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   void unshard();
   // Points the parameters back at their shards and gives the gathered memory back (no communication).
   void reshard();
+  // While unsharded: copies this rank's rows of the full parameters into its shards (after the full
+  // parameters were edited, e.g. loaded from a full state dict). No communication.
+  void write_back_shards();
 
   // Hook bodies (public for the node and the hooks fully_shard installs).
   void pre_forward();

@@ -1,0 +1,165 @@
+// Full parameters outside a step (SummonFullParams, with and without writeback), full state dicts saved on
+// N ranks and loaded on M, and HYBRID_SHARD over two groups (shards within a group of ws/2 ranks,
+// replicas across) trained against the single-process reference.
+#include "autograd/engine.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/variable.h"
+#include "collectives/backends/world.h"
+#include "nn/optim/sgd.h"
+#include "parallel/fsdp/full_params.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "tensor/compare.h"
+#include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+namespace fsdp = braid::parallel::fsdp;
+namespace coll = braid::collectives;
+
+namespace {
+
+constexpr double kRtol = 1e-5;
+constexpr double kAtol = 1e-6;
+
+Tensor rows_of(const Tensor& t, int rank, int world) {
+  const RowRange r = shard_rows(t.size(0), rank, world);
+  return t.narrow(0, r.start, r.count);
+}
+
+// init_process_group on the case's store (for new_group); destroyed when the case ends.
+struct World {
+  explicit World(MpFixture& f) {
+    coll::InitOptions o;
+    o.store = f.store();
+    o.rank = f.rank();
+    o.world_size = f.size();
+    o.group.timeout = kTestGroupTimeout;
+    coll::init_process_group(f.backend(), o);
+  }
+  ~World() {
+    if (coll::is_initialized()) coll::destroy_process_group();
+  }
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+};
+
+// Shard groups of `s` consecutive ranks and replicate groups of the ranks with the same index in theirs;
+// every rank creates every group in the same order and keeps its own.
+struct HybridGroups {
+  std::shared_ptr<ProcessGroup> shard, replicate;
+  int shard_size;
+};
+HybridGroups hybrid_groups(int rank, int ws) {
+  HybridGroups g;
+  g.shard_size = ws % 2 == 0 ? ws / 2 : ws;
+  const int replicas = ws / g.shard_size;
+  for (int k = 0; k < replicas; ++k) {
+    std::vector<int> ranks;
+    for (int i = 0; i < g.shard_size; ++i) ranks.push_back(k * g.shard_size + i);
+    auto group = coll::new_group(ranks);
+    if (rank / g.shard_size == k) g.shard = group;
+  }
+  for (int j = 0; j < g.shard_size; ++j) {
+    std::vector<int> ranks;
+    for (int k = 0; k < replicas; ++k) ranks.push_back(k * g.shard_size + j);
+    auto group = coll::new_group(ranks);
+    if (rank % g.shard_size == j) g.replicate = group;
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "fsdp: SummonFullParams shows full parameters and writes edits back", "[fsdp]") {
+  const int ws = size(), r = rank();
+  auto reference = make_mlp(11);
+  auto sharded = make_mlp(11);
+  fsdp::apply_fully_shard(*sharded, shared_group(), {}, fsdp::module_type_policy({"Linear"}));
+  const auto ref_params = reference->parameters();
+  {
+    fsdp::SummonFullParams full(*sharded);
+    const auto params = sharded->parameters();
+    for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], ref_params[i]));
+    params[0].fill_(0.5);  // kept: writeback
+  }
+  {
+    fsdp::SummonFullParams full(*sharded, /*writeback=*/false);
+    sharded->parameters()[1].fill_(-3.0);  // dropped
+  }
+  const auto params = sharded->parameters();
+  CHECK(equal(params[0], full(rows_of(ref_params[0], r, ws).shape(), 0.5)));
+  CHECK(equal(params[1], rows_of(ref_params[1], r, ws)));
+  CHECK(params[2].shape() == rows_of(ref_params[2], r, ws).shape());
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: full state dicts are the unsharded model's and load on another world size",
+                 "[fsdp]") {
+  World world(*this);
+  const int ws = size(), r = rank();
+  auto reference = make_mlp(21);
+  auto sharded = make_mlp(21);
+  fsdp::apply_fully_shard(*sharded, coll::default_group(), {}, fsdp::size_based_policy(100));
+
+  const nn::StateDict on_rank0 = fsdp::full_state_dict(*sharded);
+  const nn::StateDict want = reference->state_dict();
+  if (r == 0) {
+    REQUIRE(on_rank0.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      CHECK(on_rank0[i].first == want[i].first);
+      CHECK(equal(on_rank0[i].second, want[i].second));
+    }
+  } else {
+    CHECK(on_rank0.empty());
+  }
+
+  // Saved on N = ws ranks, loaded into a model sharded over M = ws / 2 of them (one rank when ws = 2).
+  const nn::StateDict everywhere = fsdp::full_state_dict(*sharded, /*rank0_only=*/false);
+  const HybridGroups g = hybrid_groups(r, ws);
+  auto other = make_mlp(99);  // different initial values
+  fsdp::fully_shard(*other, g.shard);
+  fsdp::load_full_state_dict(*other, everywhere);
+  const auto ref_params = reference->parameters();
+  const auto params = other->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    CHECK(equal(params[i], rows_of(ref_params[i], g.shard->rank(), g.shard_size)));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: HYBRID_SHARD trains like one process on the whole batch", "[fsdp]") {
+  World world(*this);
+  const int ws = size(), r = rank();
+  const HybridGroups g = hybrid_groups(r, ws);
+  fsdp::FSDPOptions o;
+  o.strategy = fsdp::ShardingStrategy::HYBRID_SHARD;
+  o.replicate_group = g.replicate;
+  auto reference = std::make_shared<NestedWrappedModule>(5);
+  auto sharded = std::make_shared<NestedWrappedModule>(5);
+  for (nn::Module* target : sharded->wrap_targets()) fsdp::fully_shard(*target, g.shard, o);
+  fsdp::fully_shard(*sharded, g.shard, o);
+  nn::optim::SGD ref_opt(reference->parameters(), {.lr = 0.05});
+  nn::optim::SGD opt(sharded->parameters(), {.lr = 0.05});
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    Generator gen(500 + static_cast<uint64_t>(step));
+    const Tensor input = rand({ws * 2, 8}, {}, &gen);
+    const Tensor target = rand({ws * 2, 8}, {}, &gen);
+    autograd::backward(autograd::mse_loss((*reference)(input), target));
+    autograd::backward(autograd::mse_loss((*sharded)(input.narrow(0, 2 * r, 2)), target.narrow(0, 2 * r, 2)));
+    const auto ref_params = reference->named_parameters();
+    const auto params = sharded->named_parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      INFO(params[i].first);
+      const Tensor grad = autograd::grad(params[i].second);
+      REQUIRE(grad.defined());
+      CHECK(allclose(grad, rows_of(autograd::grad(ref_params[i].second), g.shard->rank(), g.shard_size), kRtol, kAtol));
+    }
+    ref_opt.step();
+    opt.step();
+    ref_opt.zero_grad();
+    opt.zero_grad();
+    for (size_t i = 0; i < params.size(); ++i) {
+      CHECK(allclose(params[i].second, rows_of(ref_params[i].second, g.shard->rank(), g.shard_size), kRtol, kAtol));
+    }
+  }
+}
