@@ -5,6 +5,7 @@
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
 #include "collectives/backends/world.h"
+#include "nn/linear.h"
 #include "nn/optim/sgd.h"
 #include "parallel/fsdp/full_params.h"
 #include "parallel/fsdp/fully_shard.h"
@@ -161,5 +162,19 @@ TEST_CASE_METHOD(MpFixture, "fsdp: HYBRID_SHARD trains like one process on the w
     for (size_t i = 0; i < params.size(); ++i) {
       CHECK(allclose(params[i].second, rows_of(ref_params[i].second, g.shard->rank(), g.shard_size), kRtol, kAtol));
     }
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard on a group this rank is not in names the group", "[fsdp]") {
+  World world(*this);
+  auto only_rank0 = coll::new_group({0});
+  nn::Linear l(4, 4);
+  if (rank() == 0) {
+    fsdp::fully_shard(l, only_rank0);  // a one-rank group: nothing to shard with, but valid
+    CHECK(l.weight().shape() == Shape{4, 4});
+  } else {
+    CHECK_THROWS_WITH(fsdp::fully_shard(l, only_rank0),
+                      Catch::Contains("fully_shard(Linear): checking the unit across group") &&
+                          Catch::Contains("does not belong to group"));
   }
 }
