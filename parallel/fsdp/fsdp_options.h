@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collectives/process_group.h"
+#include "tensor/dtype.h"
 
 namespace braid::parallel::fsdp {
 
@@ -26,6 +27,19 @@ enum class ShardingStrategy {
 
 std::string to_string(ShardingStrategy s);
 
+// PyTorch FSDP2's MixedPrecisionPolicy. Shards (and so the optimizer) stay in the parameters' own dtype.
+struct MixedPrecision {
+  // The dtype of the gathered parameters, which forward and backward compute in (sharded strategies only).
+  std::optional<DType> param_dtype;
+  // The dtype gradients are reduced in; default: param_dtype (or the parameters' dtype). Shard gradients
+  // are cast back to the parameters' dtype.
+  std::optional<DType> reduce_dtype;
+  // The unit's floating forward outputs are cast to it (differentiably); default: left as computed.
+  std::optional<DType> output_dtype;
+  // Floating forward inputs are cast to param_dtype (differentiably), as PyTorch does by default.
+  bool cast_forward_inputs = true;
+};
+
 struct FSDPOptions {
   ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
   // Overrides the strategy's choice (true for FULL_SHARD and HYBRID_SHARD, false for SHARD_GRAD_OP);
@@ -33,6 +47,7 @@ struct FSDPOptions {
   std::optional<bool> reshard_after_forward;
   // HYBRID_SHARD only (required there): the ranks that hold the same shard as this one, this rank included.
   std::shared_ptr<collectives::ProcessGroup> replicate_group;
+  MixedPrecision mixed_precision;
 
   bool resolved_reshard_after_forward() const {
     if (strategy == ShardingStrategy::NO_SHARD) return false;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops/shape.h"
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "base/error.h"
@@ -39,6 +40,9 @@ void wait_all(const std::vector<std::shared_ptr<collectives::Work>>& works, cons
   }
 }
 
+// A new tensor with t's values in `dtype` (never a view of t).
+Tensor fresh_copy(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t.clone() : t.to(dtype); }
+
 }  // namespace
 
 std::string to_string(ShardingStrategy s) {
@@ -64,6 +68,16 @@ FSDPUnit::FSDPUnit(nn::Module& module, std::string name, std::vector<std::pair<s
   if (!params_.empty()) {
     dtype_ = params_.front().second.dtype();
     device_ = params_.front().second.device();
+  }
+  const auto& mp = options_.mixed_precision;
+  param_dtype_ = mp.param_dtype.value_or(dtype_);
+  reduce_dtype_ = mp.reduce_dtype.value_or(param_dtype_);
+  BRAID_CHECK_ARG(is_sharded() || param_dtype_ == dtype_,
+                  "fully_shard({}): mixed_precision.param_dtype ({}) needs a sharded strategy, not NO_SHARD", name_,
+                  dtype_name(param_dtype_));
+  for (auto d : {param_dtype_, reduce_dtype_}) {
+    BRAID_CHECK_ARG(is_floating(d), "fully_shard({}): mixed precision dtypes must be floating, got {}", name_,
+                    dtype_name(d));
   }
   const bool hybrid = options_.strategy == ShardingStrategy::HYBRID_SHARD;
   BRAID_CHECK_ARG(hybrid == (options_.replicate_group != nullptr),
@@ -105,8 +119,8 @@ void FSDPUnit::shard_parameters() {
 void FSDPUnit::unshard() {
   if (unsharded_ || !is_sharded() || params_.empty()) return;
   autograd::NoGradGuard no_grad;
-  if (!unsharded_storage_) unsharded_storage_.emplace(layout_.unsharded_numel(), dtype_, device_);
-  if (!gather_input_.defined()) gather_input_ = zeros({layout_.block_numel()}, TensorOptions(dtype_, device_));
+  if (!unsharded_storage_) unsharded_storage_.emplace(layout_.unsharded_numel(), param_dtype_, device_);
+  if (!gather_input_.defined()) gather_input_ = zeros({layout_.block_numel()}, TensorOptions(param_dtype_, device_));
   std::vector<std::shared_ptr<collectives::Work>> works;
   works.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -128,7 +142,9 @@ void FSDPUnit::unshard() {
     works.push_back(group_->allgather_into_tensor(out, in));
   }
   wait_all(works, describe() + ": all-gather of the parameters");
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].second.set_data(layout_.full_view(unsharded_storage_->flat(), i));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].second.set_data(layout_.full_view(unsharded_storage_->flat(), i));
+  }
   unsharded_ = true;
 }
 
@@ -157,9 +173,15 @@ void FSDPUnit::detach_from_node() {
   node_attached_ = false;
 }
 
-void FSDPUnit::pre_forward() {
+void FSDPUnit::pre_forward(TensorList& inputs) {
   detach_from_node();  // a forward that threw may have left the previous node attached
   unshard();
+  const auto& mp = options_.mixed_precision;
+  if (mp.param_dtype && mp.cast_forward_inputs) {
+    for (Tensor& x : inputs) {
+      if (x.defined() && is_floating(x.dtype()) && x.dtype() != param_dtype_) x = autograd::to(x, param_dtype_);
+    }
+  }
   if (!autograd::GradMode::is_enabled()) return;
   std::vector<autograd::Edge> edges(params_.size());
   bool any = false;
@@ -184,6 +206,11 @@ void FSDPUnit::pre_forward() {
 void FSDPUnit::post_forward(TensorList& outputs) {
   const bool recorded = node_attached_;
   detach_from_node();
+  if (const auto out_dtype = options_.mixed_precision.output_dtype) {
+    for (Tensor& out : outputs) {
+      if (out.defined() && is_floating(out.dtype()) && out.dtype() != *out_dtype) out = autograd::to(out, *out_dtype);
+    }
+  }
   if (recorded) {
     std::weak_ptr<FSDPUnit> weak = weak_from_this();
     for (const Tensor& out : outputs) {
@@ -225,15 +252,16 @@ TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
 void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& out) {
   const int64_t block = layout_.block_numel();
   if (!scatter_input_.defined()) {
-    scatter_input_ = zeros({block * world_}, TensorOptions(dtype_, device_));
-    scatter_output_ = empty({block}, TensorOptions(dtype_, device_));
+    scatter_input_ = zeros({block * world_}, TensorOptions(reduce_dtype_, device_));
+    scatter_output_ = empty({block}, TensorOptions(reduce_dtype_, device_));
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamShardSpec& spec = layout_.param(i);
     for (int r = 0; r < world_; ++r) {
       const int64_t rows = spec.shard_rows(r);
       if (rows == 0) continue;
-      Tensor dst = scatter_input_.narrow(0, r * block + spec.block_offset, rows * spec.row_numel).view(spec.shard_shape(r));
+      Tensor dst = scatter_input_.narrow(0, r * block + spec.block_offset, rows * spec.row_numel)
+                       .view(spec.shard_shape(r));
       // An unused parameter contributes zeros, so every rank still joins the same collective.
       if (full_grads[i].defined()) {
         dst.copy_(layout_.shard_of(full_grads[i], i, r));
@@ -254,14 +282,15 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
   scatter_output_.mul_(Scalar(1.0 / (static_cast<double>(world_) * replicas)));
   for (size_t i = 0; i < params_.size(); ++i) {
     // A fresh tensor: AccumulateGrad may keep it as .grad, and the buffer is reused next step.
-    out[i] = layout_.block_segment(scatter_output_, i).narrow(0, 0, layout_.param(i).shard_rows(rank_)).clone();
+    const Tensor mine = layout_.block_segment(scatter_output_, i).narrow(0, 0, layout_.param(i).shard_rows(rank_));
+    out[i] = fresh_copy(mine, dtype_);
   }
 }
 
 void FSDPUnit::allreduce_grads(const TensorList& full_grads, TensorList& out) {
   int64_t total = 0;
   for (const auto& [pname, p] : params_) total += p.numel();
-  if (!allreduce_buffer_.defined()) allreduce_buffer_ = empty({total}, TensorOptions(dtype_, device_));
+  if (!allreduce_buffer_.defined()) allreduce_buffer_ = empty({total}, TensorOptions(reduce_dtype_, device_));
   int64_t offset = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Shape& shape = layout_.param(i).full_shape;
@@ -279,7 +308,7 @@ void FSDPUnit::allreduce_grads(const TensorList& full_grads, TensorList& out) {
   offset = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const int64_t n = params_[i].second.numel();
-    out[i] = allreduce_buffer_.narrow(0, offset, n).view(layout_.param(i).full_shape).clone();
+    out[i] = fresh_copy(allreduce_buffer_.narrow(0, offset, n).view(layout_.param(i).full_shape), dtype_);
     offset += n;
   }
 }

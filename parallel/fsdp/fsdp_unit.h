@@ -69,7 +69,7 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   void write_back_shards();
 
   // Hook bodies (public for the node and the hooks fully_shard installs).
-  void pre_forward();
+  void pre_forward(TensorList& inputs);
   void post_forward(TensorList& outputs);
   void pre_backward();
   // The node's work: full gradients (undefined for an unused parameter) in, shard gradients out.
@@ -89,7 +89,9 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   ShardLayout layout_;
   int rank_ = 0;
   int world_ = 1;
-  DType dtype_ = DType::Float32;
+  DType dtype_ = DType::Float32;          // of the parameters and their shards
+  DType param_dtype_ = DType::Float32;    // of the gathered parameters (mixed precision)
+  DType reduce_dtype_ = DType::Float32;   // of the gradient reduction
   Device device_ = Device::cpu();
 
   bool unsharded_ = false;

@@ -109,7 +109,7 @@ std::shared_ptr<FSDPUnit> fully_shard(nn::Module& module, std::shared_ptr<collec
   check_same_on_every_rank(*unit);
   detail::register_unit(unit);
   unit->shard_parameters();
-  module.add_forward_pre_hook([unit](nn::Module&, TensorList&) { unit->pre_forward(); });
+  module.add_forward_pre_hook([unit](nn::Module&, TensorList& inputs) { unit->pre_forward(inputs); });
   module.add_forward_hook([unit](nn::Module&, const TensorList&, TensorList& outputs) { unit->post_forward(outputs); });
   return unit;
 }

@@ -23,13 +23,12 @@ class NestedWrappedModule : public nn::Module {
   explicit NestedWrappedModule(uint64_t seed) : nn::Module("NestedWrappedModule") {
     Generator gen(seed);
     inner_first = std::make_shared<nn::Linear>(4, 16, true, &gen);
-    inner = std::make_shared<nn::Sequential>(
-        std::initializer_list<std::shared_ptr<nn::Module>>{inner_first, std::make_shared<nn::Linear>(16, 16, true, &gen)});
+    using Modules = std::initializer_list<std::shared_ptr<nn::Module>>;
+    inner = std::make_shared<nn::Sequential>(Modules{inner_first, std::make_shared<nn::Linear>(16, 16, true, &gen)});
     outer_third = std::make_shared<nn::Linear>(16, 4, true, &gen);
     auto first = std::make_shared<nn::Linear>(8, 4, true, &gen);
     auto last = std::make_shared<nn::Linear>(4, 8, true, &gen);
-    module = register_module("module", std::make_shared<nn::Sequential>(
-                                           std::initializer_list<std::shared_ptr<nn::Module>>{first, inner, outer_third, last}));
+    module = register_module("module", std::make_shared<nn::Sequential>(Modules{first, inner, outer_third, last}));
   }
   Tensor forward(const Tensor& x) override { return (*module)(x); }
   // The seed's _maybe_wrap targets, innermost first (bottom-up order for fully_shard).

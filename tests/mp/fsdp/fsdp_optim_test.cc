@@ -43,7 +43,9 @@ Batch batch(int step, int ws) {
 }
 Batch mine(const Batch& b, int rank) { return {b.input.narrow(0, rank * 2, 2), b.target.narrow(0, rank * 2, 2)}; }
 
-void backward_on(nn::Module& model, const Batch& b) { autograd::backward(autograd::mse_loss(model(b.input), b.target)); }
+void backward_on(nn::Module& model, const Batch& b) {
+  autograd::backward(autograd::mse_loss(model(b.input), b.target));
+}
 
 // The reference: torch.nn.utils.clip_grad_norm_ on the unsharded gradients.
 double clip_reference(nn::Module& model, double max_norm) {

@@ -33,13 +33,18 @@ std::shared_ptr<nn::Module> build(Model m, uint64_t seed) {
   return std::make_shared<NestedWrappedModule>(seed);
 }
 
-// The seed's wrapping: every Linear of the MLP; NestedWrappedModule's three targets; then the root.
+// The seed's wrapping: every Linear of the MLP; NestedWrappedModule's three targets; then the root. Only
+// the nested model's root casts its outputs (mixed_precision.output_dtype), as a user would ask.
 void shard(Model m, nn::Module& model, const std::shared_ptr<ProcessGroup>& group, const fsdp::FSDPOptions& o) {
+  fsdp::FSDPOptions inner = o;
+  inner.mixed_precision.output_dtype.reset();
   if (m == Model::Mlp) {
-    fsdp::apply_fully_shard(model, group, o, fsdp::module_type_policy({"Linear"}));
+    fsdp::apply_fully_shard(model, group, inner, fsdp::module_type_policy({"Linear"}));
     return;
   }
-  for (nn::Module* target : static_cast<NestedWrappedModule&>(model).wrap_targets()) fsdp::fully_shard(*target, group, o);
+  for (nn::Module* target : static_cast<NestedWrappedModule&>(model).wrap_targets()) {
+    fsdp::fully_shard(*target, group, inner);
+  }
   fsdp::fully_shard(model, group, o);
 }
 
@@ -68,7 +73,12 @@ void with_full_parameters(nn::Module& model, Check check) {
   for (auto& u : units) u->reshard();
 }
 
-void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options) {
+struct Tolerance {
+  double rtol = kRtol;
+  double atol = kAtol;
+};
+
+void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options, Tolerance tol = {}) {
   const int ws = f.size(), r = f.rank();
   auto group = f.shared_group();
   auto reference = build(which, 42);
@@ -91,7 +101,7 @@ void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options) {
 
     // Losses: the mean of the ranks' local losses is the loss on the whole batch.
     const double ref_value = ref_loss.item<double>();
-    CHECK(std::abs(average_over_ranks(group, loss.item<double>()) - ref_value) <= kRtol * std::abs(ref_value));
+    CHECK(std::abs(average_over_ranks(group, loss.item<double>()) - ref_value) <= tol.rtol * std::abs(ref_value));
 
     // check_sharded_parity: this rank's parameter and gradient shards are the reference's rows.
     const auto ref_params = reference->named_parameters();
@@ -105,11 +115,13 @@ void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options) {
       const bool sharded_param = options.strategy != fsdp::ShardingStrategy::NO_SHARD;
       const Tensor want = sharded_param ? expected_shard(ref, r, ws) : ref;
       CHECK(p.shape() == want.shape());
-      CHECK(allclose(p, want, kRtol, kAtol));
+      CHECK(p.dtype() == ref.dtype());
+      CHECK(allclose(p, want, tol.rtol, tol.atol));
       const Tensor g = autograd::grad(p);
       REQUIRE(g.defined());
       const Tensor ref_g = autograd::grad(ref);
-      CHECK(allclose(g, sharded_param ? expected_shard(ref_g, r, ws) : ref_g, kRtol, kAtol));
+      CHECK(g.dtype() == ref.dtype());
+      CHECK(allclose(g, sharded_param ? expected_shard(ref_g, r, ws) : ref_g, tol.rtol, tol.atol));
     }
     ref_opt.step();
     opt.step();
@@ -122,7 +134,7 @@ void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options) {
       for (size_t i = 0; i < full_params.size(); ++i) {
         INFO(full_params[i].first);
         CHECK(full_params[i].second.shape() == ref_params[i].second.shape());
-        CHECK(allclose(full_params[i].second, ref_params[i].second, kRtol, kAtol));
+        CHECK(allclose(full_params[i].second.to(DType::Float32), ref_params[i].second, tol.rtol, tol.atol));
       }
     });
   }
@@ -151,5 +163,26 @@ TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batc
       INFO((m == Model::Mlp ? "mlp, " : "nested, ") << label);
       check_parity(*this, m, options);
     }
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: mixed precision computes and reduces in other dtypes, shards keep theirs", "[fsdp]") {
+  using S = fsdp::ShardingStrategy;
+  SECTION("float64 compute and reduction: as exact as float32") {
+    fsdp::FSDPOptions o = strategy(S::FULL_SHARD);
+    o.mixed_precision.param_dtype = DType::Float64;
+    check_parity(*this, Model::Mlp, o);  // float64 out of the last Linear; the loss promotes the target
+    o.mixed_precision.output_dtype = DType::Float32;
+    check_parity(*this, Model::Nested, o);
+  }
+  SECTION("bfloat16 reduction: within bfloat16's precision") {
+    fsdp::FSDPOptions o = strategy(S::SHARD_GRAD_OP);
+    o.mixed_precision.reduce_dtype = DType::BFloat16;
+    check_parity(*this, Model::Mlp, o, {.rtol = 2e-2, .atol = 2e-3});
+  }
+  SECTION("NO_SHARD reduces in float64") {
+    fsdp::FSDPOptions o = strategy(S::NO_SHARD);
+    o.mixed_precision.reduce_dtype = DType::Float64;
+    check_parity(*this, Model::Nested, o);
   }
 }

@@ -81,8 +81,8 @@ TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard errors name the unit and the prob
   }
   SECTION("mixed dtypes in one unit") {
     MixedDtypes m;
-    CHECK_THROWS_WITH(fsdp::fully_shard(m, group),
-                      Catch::Contains("must share a dtype and a device, but 'a' is float32[2] cpu and 'b' is float64[2] cpu"));
+    CHECK_THROWS_WITH(fsdp::fully_shard(m, group), Catch::Contains("must share a dtype and a device, but 'a' is "
+                                                                   "float32[2] cpu and 'b' is float64[2] cpu"));
   }
   SECTION("a module sharded twice") {
     nn::Linear l(4, 4);
@@ -101,4 +101,28 @@ TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard errors name the unit and the prob
     CHECK_THROWS_WITH(fsdp::fully_shard(l, group), Catch::Contains("rank 1 of group") &&
                                                        Catch::Contains("has a different unit than rank 0"));
   }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: mixed precision gathers in param_dtype and keeps shards and gradients in theirs",
+                 "[fsdp]") {
+  Generator gen(2);
+  auto linear = std::make_shared<nn::Linear>(8, 6, true, &gen);
+  fsdp::FSDPOptions o;
+  o.strategy = fsdp::ShardingStrategy::SHARD_GRAD_OP;  // full parameters stay visible until backward
+  o.mixed_precision.param_dtype = DType::Float64;
+  o.mixed_precision.output_dtype = DType::Float32;
+  fsdp::fully_shard(*linear, shared_group(), o);
+  CHECK(linear->weight().dtype() == DType::Float32);
+  const Tensor out = (*linear)(ones({2, 8}));  // a float32 input, cast to float64 by the unit
+  CHECK(linear->weight().dtype() == DType::Float64);
+  CHECK(out.dtype() == DType::Float32);
+  autograd::backward(autograd::sum(out));
+  CHECK(linear->weight().dtype() == DType::Float32);
+  CHECK(autograd::grad(linear->weight()).dtype() == DType::Float32);
+
+  nn::Linear plain(2, 2);
+  fsdp::FSDPOptions bad;
+  bad.strategy = fsdp::ShardingStrategy::NO_SHARD;
+  bad.mixed_precision.param_dtype = DType::BFloat16;
+  CHECK_THROWS_WITH(fsdp::fully_shard(plain, shared_group(), bad), Catch::Contains("needs a sharded strategy"));
 }
