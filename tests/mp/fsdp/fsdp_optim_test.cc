@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/linalg.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
 #include "nn/optim/adam.h"
@@ -152,5 +154,67 @@ TEST_CASE_METHOD(MpFixture, "fsdp: gradients accumulate over two backwards; froz
     }
     REQUIRE(g.defined());
     CHECK(allclose(g, rows_of(autograd::grad(ref_params[i].second), r, ws), kRtol, kAtol));
+  }
+}
+
+namespace {
+
+// A module registering a tensor it is given: two of them given one tensor hold a tied weight (the seed's
+// TransformerWithSharedParams ties its embedding and output projection this way).
+class Holder : public nn::Module {
+ public:
+  explicit Holder(const Tensor& t) : nn::Module("Holder") { w = register_parameter("w", t); }
+  Tensor forward(const Tensor& x) override { return autograd::linear(x, w); }
+  Tensor w;
+};
+
+// in -> tied -> block -> relu -> block (the same module again) -> tied -> out.
+class TiedAndReused : public nn::Module {
+ public:
+  explicit TiedAndReused(uint64_t seed) : nn::Module("TiedAndReused") {
+    Generator gen(seed);
+    const Tensor shared = rand({8, 8}, {}, &gen);
+    first = register_module("first", std::make_shared<Holder>(shared));
+    block = register_module("block", std::make_shared<nn::Linear>(8, 8, true, &gen));
+    last = register_module("last", std::make_shared<Holder>(shared));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = (*block)((*first)(x));
+    h = (*block)(autograd::relu(h));
+    return (*last)(h);
+  }
+  std::shared_ptr<Holder> first, last;
+  std::shared_ptr<nn::Linear> block;
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "fsdp: a tied weight in the root's unit and a block run twice per forward", "[fsdp]") {
+  const int ws = size(), r = rank();
+  using S = fsdp::ShardingStrategy;
+  for (S s : {S::FULL_SHARD, S::SHARD_GRAD_OP}) {
+    INFO(fsdp::to_string(s));
+    auto reference = std::make_shared<TiedAndReused>(4);
+    auto sharded = std::make_shared<TiedAndReused>(4);
+    fsdp::FSDPOptions o;
+    o.strategy = s;
+    fsdp::fully_shard(*sharded->block, shared_group(), o);
+    fsdp::fully_shard(*sharded, shared_group(), o);  // takes the tied weight once
+    REQUIRE(sharded->parameters().size() == 3);
+    CHECK(sharded->first->w.is_same(sharded->last->w));
+    for (int step = 0; step < 2; ++step) {
+      const Batch b = batch(step, ws);
+      backward_on(*reference, b);
+      backward_on(*sharded, mine(b, r));
+      const auto ref_params = reference->named_parameters();
+      const auto params = sharded->named_parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        INFO(params[i].first << " step " << step);
+        CHECK(allclose(autograd::grad(params[i].second), rows_of(autograd::grad(ref_params[i].second), r, ws),
+                       kRtol, kAtol));
+      }
+      reference->zero_grad();
+      sharded->zero_grad();
+    }
   }
 }
