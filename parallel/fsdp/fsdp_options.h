@@ -48,6 +48,9 @@ struct FSDPOptions {
   // HYBRID_SHARD only (required there): the ranks that hold the same shard as this one, this rank included.
   std::shared_ptr<collectives::ProcessGroup> replicate_group;
   MixedPrecision mixed_precision;
+  // Broadcasts rank 0's values of the unit's parameters and buffers over the group before sharding, so
+  // that ranks whose models were initialised differently start equal (torch's sync_module_states).
+  bool sync_module_states = false;
 
   bool resolved_reshard_after_forward() const {
     if (strategy == ShardingStrategy::NO_SHARD) return false;

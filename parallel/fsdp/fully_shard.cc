@@ -26,6 +26,27 @@ void collect_unmanaged(const nn::Module& module, const std::string& prefix,
   }
 }
 
+// The buffers of the same modules collect_unmanaged visits.
+void collect_unmanaged_buffers(const nn::Module& module, TensorList& out) {
+  for (const auto& [name, b] : module.named_buffers(/*recurse=*/false)) out.push_back(b);
+  for (const auto& [name, child] : module.named_children()) {
+    if (unit_of_module(*child) == nullptr) collect_unmanaged_buffers(*child, out);
+  }
+}
+
+// sync_module_states: rank 0's values everywhere, one broadcast per tensor, all issued before the waits.
+void broadcast_from_rank0(const FSDPUnit& unit) {
+  TensorList tensors;
+  for (const auto& [name, p] : unit.managed_parameters()) tensors.push_back(p);
+  collect_unmanaged_buffers(unit.module(), tensors);
+  std::vector<std::shared_ptr<collectives::Work>> works;
+  for (const Tensor& t : tensors) {
+    TensorList one{t};
+    works.push_back(unit.group()->broadcast(one));
+  }
+  for (auto& w : works) w->wait();
+}
+
 int64_t unmanaged_numel(const nn::Module& module) {
   std::unordered_set<const TensorImpl*> seen;
   std::vector<std::pair<std::string, Tensor>> params;
@@ -108,6 +129,7 @@ std::shared_ptr<FSDPUnit> fully_shard(nn::Module& module, std::shared_ptr<collec
   auto unit = std::make_shared<FSDPUnit>(module, name, std::move(params), std::move(group), options);
   check_same_on_every_rank(*unit);
   detail::register_unit(unit);
+  if (options.sync_module_states) broadcast_from_rank0(*unit);
   unit->shard_parameters();
   module.add_forward_pre_hook([unit](nn::Module&, TensorList& inputs) { unit->pre_forward(inputs); });
   module.add_forward_hook([unit](nn::Module&, const TensorList&, TensorList& outputs) { unit->post_forward(outputs); });

@@ -178,3 +178,15 @@ TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard on a group this rank is not in na
                           Catch::Contains("does not belong to group"));
   }
 }
+
+TEST_CASE_METHOD(MpFixture, "fsdp: sync_module_states starts every rank from rank 0's values", "[fsdp]") {
+  auto rank0_model = std::make_shared<NestedWrappedModule>(0);
+  auto model = std::make_shared<NestedWrappedModule>(static_cast<uint64_t>(rank()));  // differs per rank
+  fsdp::FSDPOptions o;
+  o.sync_module_states = true;
+  for (nn::Module* target : model->wrap_targets()) fsdp::fully_shard(*target, shared_group(), o);
+  fsdp::fully_shard(*model, shared_group(), o);
+  const auto want = rank0_model->parameters();
+  const auto params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], rows_of(want[i], rank(), size())));
+}
