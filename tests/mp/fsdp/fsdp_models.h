@@ -57,4 +57,11 @@ inline RowRange shard_rows(int64_t rows, int rank, int world) {
   return {start, std::min(rows, start + per) - start};
 }
 
+// An MLP with a 3-wide hidden layer: Linear(16, 3) has fewer rows than 4 ranks, so the last rank's shard of
+// its weight and bias is empty ([0, 16] and [0]) and must still take part in every collective and step.
+inline std::shared_ptr<nn::MLP> make_narrow_mlp(uint64_t seed) {
+  Generator gen(seed);
+  return std::make_shared<nn::MLP>(std::vector<int64_t>{8, 16, 3, 8}, true, &gen);
+}
+
 }  // namespace braid::mp

@@ -26,10 +26,11 @@ constexpr double kAtol = 1e-6;
 constexpr int64_t kLocalBatch = 2;
 constexpr int kSteps = 3;
 
-enum class Model { Mlp, Nested };
+enum class Model { Mlp, NarrowMlp, Nested };
 
 std::shared_ptr<nn::Module> build(Model m, uint64_t seed) {
   if (m == Model::Mlp) return make_mlp(seed);
+  if (m == Model::NarrowMlp) return make_narrow_mlp(seed);
   return std::make_shared<NestedWrappedModule>(seed);
 }
 
@@ -38,7 +39,7 @@ std::shared_ptr<nn::Module> build(Model m, uint64_t seed) {
 void shard(Model m, nn::Module& model, const std::shared_ptr<ProcessGroup>& group, const fsdp::FSDPOptions& o) {
   fsdp::FSDPOptions inner = o;
   inner.mixed_precision.output_dtype.reset();
-  if (m == Model::Mlp) {
+  if (m != Model::Nested) {
     fsdp::apply_fully_shard(model, group, inner, fsdp::module_type_policy({"Linear"}));
     return;
   }
@@ -158,9 +159,9 @@ TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batc
       {"SHARD_GRAD_OP, reshard_after_forward=true", strategy(S::SHARD_GRAD_OP, true)},
       {"NO_SHARD", strategy(S::NO_SHARD)},
   };
-  for (Model m : {Model::Mlp, Model::Nested}) {
+  for (Model m : {Model::Mlp, Model::NarrowMlp, Model::Nested}) {
     for (const auto& [label, options] : configs) {
-      INFO((m == Model::Mlp ? "mlp, " : "nested, ") << label);
+      INFO((m == Model::Mlp ? "mlp, " : m == Model::NarrowMlp ? "narrow mlp, " : "nested, ") << label);
       check_parity(*this, m, options);
     }
   }

@@ -62,7 +62,7 @@ TEST_CASE("fsdp shard layout: shards and full views address the right elements",
   CHECK(layout.block_segment(block, 1).storage_offset() == 6);
 }
 
-TEST_CASE("fsdp shard layout: one rank holds everything; bad input is named", "[fsdp]") {
+TEST_CASE("fsdp shard layout: one rank holds everything, bad input is named", "[fsdp]") {
   ShardLayout one({{"w", {3, 4}}}, 1);
   CHECK(one.param(0).shard_rows(0) == 3);
   CHECK(one.block_numel() == 12);
