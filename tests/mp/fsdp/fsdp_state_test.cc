@@ -1,14 +1,20 @@
-// Full parameters outside a step (SummonFullParams, with and without writeback), full state dicts saved on
-// N ranks and loaded on M, and HYBRID_SHARD over two groups (shards within a group of ws/2 ranks,
+// Full parameters outside a step (SummonFullParams, with and without writeback), full and sharded state
+// dicts saved on N ranks and loaded on M, and HYBRID_SHARD over two groups (shards within a group of ws/2 ranks,
 // replicas across) trained against the single-process reference.
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "autograd/engine.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
 #include "collectives/backends/world.h"
 #include "nn/linear.h"
 #include "nn/optim/sgd.h"
+#include "nn/serialize.h"
 #include "parallel/fsdp/full_params.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/fsdp/sharded_state_dict.h"
 #include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
 #include "tests/mp/support/mp_test.h"
@@ -189,4 +195,49 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sync_module_states starts every rank from ran
   const auto want = rank0_model->parameters();
   const auto params = model->parameters();
   for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], rows_of(want[i], rank(), size())));
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on M ranks and into a plain model",
+                 "[fsdp]") {
+  World world(*this);
+  const int ws = size(), r = rank();
+  auto reference = make_narrow_mlp(31);
+  auto sharded = make_narrow_mlp(31);
+  fsdp::apply_fully_shard(*sharded, coll::default_group(), {}, fsdp::module_type_policy({"Linear"}));
+
+  // One directory per job: rank 0's pid, shared through an allreduce.
+  Tensor pid = ints({r == 0 ? static_cast<int64_t>(getpid()) : 0});
+  TensorList list{pid};
+  coll::default_group()->allreduce(list)->wait();
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("braid_fsdp_ckpt_{}", pid.item<int64_t>());
+  std::filesystem::create_directories(dir);
+  auto file = [&](int k) { return (dir / fmt::format("rank{}.brsd", k)).string(); };
+  nn::save_state_dict(sharded->state_dict(), file(r));  // this rank's shards
+  coll::default_group()->barrier()->wait();
+  std::vector<nn::StateDict> all;
+  for (int k = 0; k < ws; ++k) all.push_back(nn::load_state_dict_file(file(k)));
+  coll::default_group()->barrier()->wait();
+  if (r == 0) std::filesystem::remove_all(dir);
+
+  // M = 1: a plain model, no FSDP.
+  auto plain = make_narrow_mlp(77);
+  fsdp::load_sharded_state_dicts(*plain, all);
+  const auto want = reference->parameters();
+  const auto got = plain->parameters();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(equal(got[i], want[i]));
+
+  // M = ws / 2 (one rank when ws = 2).
+  const HybridGroups g = hybrid_groups(r, ws);
+  auto half = make_narrow_mlp(78);
+  fsdp::apply_fully_shard(*half, g.shard, {}, fsdp::module_type_policy({"Linear"}));
+  fsdp::load_sharded_state_dicts(*half, all);
+  const auto params = half->parameters();
+  for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], rows_of(want[i], g.shard->rank(), g.shard_size)));
+
+  // A dict that is neither shards nor copies is named.
+  std::vector<nn::StateDict> broken = all;
+  broken.push_back(all.front());
+  if (ws > 1) {
+    CHECK_THROWS_WITH(fsdp::load_sharded_state_dicts(*plain, broken), Catch::Contains("neither shards of it nor copies"));
+  }
 }
