@@ -10,10 +10,12 @@
 #include "autograd/variable.h"
 #include "collectives/backends/world.h"
 #include "nn/linear.h"
+#include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"
 #include "nn/serialize.h"
 #include "parallel/fsdp/full_params.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/fsdp/optim_state.h"
 #include "parallel/fsdp/sharded_state_dict.h"
 #include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
@@ -239,5 +241,63 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on 
   broken.push_back(all.front());
   if (ws > 1) {
     CHECK_THROWS_WITH(fsdp::load_sharded_state_dicts(*plain, broken), Catch::Contains("neither shards of it nor copies"));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: full optimizer state dicts equal the unsharded optimizer's and load on M ranks",
+                 "[fsdp]") {
+  World world(*this);
+  const int ws = size(), r = rank();
+  auto reference = make_narrow_mlp(41);
+  auto sharded = make_narrow_mlp(41);
+  fsdp::apply_fully_shard(*sharded, coll::default_group(), {}, fsdp::module_type_policy({"Linear"}));
+  nn::optim::Adam ref_opt(reference->parameters(), nn::optim::AdamOptions{.lr = 0.01});
+  nn::optim::Adam opt(sharded->parameters(), nn::optim::AdamOptions{.lr = 0.01});
+  for (int step = 0; step < 2; ++step) {
+    Generator gen(900 + static_cast<uint64_t>(step));
+    const Tensor input = rand({ws * 2, 8}, {}, &gen);
+    const Tensor target = rand({ws * 2, 8}, {}, &gen);
+    autograd::backward(autograd::mse_loss((*reference)(input), target));
+    autograd::backward(autograd::mse_loss((*sharded)(input.narrow(0, 2 * r, 2)), target.narrow(0, 2 * r, 2)));
+    ref_opt.step();
+    opt.step();
+    ref_opt.zero_grad();
+    opt.zero_grad();
+  }
+  const auto want = ref_opt.state_dict();
+  const auto everywhere = fsdp::full_optim_state_dict(opt, /*rank0_only=*/false);
+  const auto on_rank0 = fsdp::full_optim_state_dict(opt);
+  CHECK(on_rank0.state.size() == (r == 0 ? want.state.size() : 0));
+  REQUIRE(everywhere.state.size() == want.state.size());
+  for (const auto& [index, state] : want.state) {
+    for (const auto& [name, t] : state) {
+      INFO("parameter " << index << " " << name);
+      const Tensor& got = everywhere.state.at(index).at(name);
+      CHECK(got.shape() == t.shape());
+      CHECK(allclose(got, t, kRtol, 1e-9));
+    }
+  }
+
+  // Loaded on M = ws / 2 ranks: one more step there matches one more step of the reference.
+  const HybridGroups g = hybrid_groups(r, ws);
+  auto half = make_narrow_mlp(41);
+  fsdp::apply_fully_shard(*half, g.shard, {}, fsdp::module_type_policy({"Linear"}));
+  fsdp::load_sharded_state_dicts(*half, {reference->state_dict()});  // the reference's parameters, cut
+  nn::optim::Adam half_opt(half->parameters(), nn::optim::AdamOptions{.lr = 0.01});
+  fsdp::load_full_optim_state_dict(half_opt, everywhere);
+  Generator gen(999);
+  const Tensor input = rand({ws * 2, 8}, {}, &gen);
+  const Tensor target = rand({ws * 2, 8}, {}, &gen);
+  autograd::backward(autograd::mse_loss((*reference)(input), target));
+  // The half group's ranks split the whole batch among themselves.
+  const int64_t per = ws * 2 / g.shard_size;
+  const int me = g.shard->rank();
+  autograd::backward(autograd::mse_loss((*half)(input.narrow(0, per * me, per)), target.narrow(0, per * me, per)));
+  ref_opt.step();
+  half_opt.step();
+  const auto ref_params = reference->parameters();
+  const auto params = half->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    CHECK(allclose(params[i], rows_of(ref_params[i], me, g.shard_size), kRtol, kAtol));
   }
 }
