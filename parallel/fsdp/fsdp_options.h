@@ -51,6 +51,10 @@ struct FSDPOptions {
   // Broadcasts rank 0's values of the unit's parameters and buffers over the group before sharding, so
   // that ranks whose models were initialised differently start equal (torch's sync_module_states).
   bool sync_module_states = false;
+  // Forward prefetch (torch's forward_prefetch): the units of one root record the order their forwards ran
+  // in during the first step; from then on each unit issues the next unit's all-gather right after its
+  // own, so it travels while this unit computes. Assumes the same order every step (a static graph).
+  bool forward_prefetch = false;
 
   bool resolved_reshard_after_forward() const {
     if (strategy == ShardingStrategy::NO_SHARD) return false;

@@ -117,11 +117,17 @@ void FSDPUnit::shard_parameters() {
 }
 
 void FSDPUnit::unshard() {
-  if (unsharded_ || !is_sharded() || params_.empty()) return;
+  start_unshard();
+  finish_unshard();
+}
+
+void FSDPUnit::start_unshard() {
+  if (unsharded_ || unshard_pending_ || !is_sharded() || params_.empty()) return;
   autograd::NoGradGuard no_grad;
   if (!unsharded_storage_) unsharded_storage_.emplace(layout_.unsharded_numel(), param_dtype_, device_);
   if (!gather_input_.defined()) gather_input_ = zeros({layout_.block_numel()}, TensorOptions(param_dtype_, device_));
-  std::vector<std::shared_ptr<collectives::Work>> works;
+  std::vector<std::shared_ptr<collectives::Work>>& works = pending_gathers_;
+  works.clear();
   works.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [pname, p] = params_[i];
@@ -141,6 +147,14 @@ void FSDPUnit::unshard() {
     // storage's version alone, so tensors saved in forward stay valid when backward gathers again.
     works.push_back(group_->allgather_into_tensor(out, in));
   }
+  unshard_pending_ = true;
+}
+
+void FSDPUnit::finish_unshard() {
+  if (!unshard_pending_) return;
+  unshard_pending_ = false;
+  std::vector<std::shared_ptr<collectives::Work>> works = std::move(pending_gathers_);
+  pending_gathers_.clear();
   wait_all(works, describe() + ": all-gather of the parameters");
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].second.set_data(layout_.full_view(unsharded_storage_->flat(), i));
@@ -149,6 +163,7 @@ void FSDPUnit::unshard() {
 }
 
 void FSDPUnit::reshard() {
+  finish_unshard();  // a prefetched all-gather still writes into the storage: let it land first
   if (!unsharded_) return;
   for (size_t i = 0; i < params_.size(); ++i) params_[i].second.set_data(shards_[i]);
   unsharded_storage_->release();
@@ -176,6 +191,7 @@ void FSDPUnit::detach_from_node() {
 void FSDPUnit::pre_forward(TensorList& inputs) {
   detach_from_node();  // a forward that threw may have left the previous node attached
   unshard();
+  if (options_.forward_prefetch) record_and_prefetch();
   const auto& mp = options_.mixed_precision;
   if (mp.param_dtype && mp.cast_forward_inputs) {
     for (Tensor& x : inputs) {
@@ -206,6 +222,7 @@ void FSDPUnit::pre_forward(TensorList& inputs) {
 void FSDPUnit::post_forward(TensorList& outputs) {
   const bool recorded = node_attached_;
   detach_from_node();
+  if (is_root_forward_) finish_recording();
   if (const auto out_dtype = options_.mixed_precision.output_dtype) {
     for (Tensor& out : outputs) {
       if (out.defined() && is_floating(out.dtype()) && out.dtype() != *out_dtype) out = autograd::to(out, *out_dtype);
@@ -223,6 +240,37 @@ void FSDPUnit::post_forward(TensorList& outputs) {
   }
   // Without a backward to come (no grad, or nothing recorded) nobody else would reshard.
   if (options_.resolved_reshard_after_forward() || !recorded) reshard();
+}
+
+namespace {
+// The unit whose forward is the outermost one running on this thread (forward_prefetch's root). Weak: a
+// forward that threw never reaches its root's post-forward, and the root may be gone by the next one.
+thread_local std::weak_ptr<FSDPUnit> t_forward_root;
+}  // namespace
+
+void FSDPUnit::record_and_prefetch() {
+  auto root = t_forward_root.lock();
+  if (root == nullptr) {
+    root = shared_from_this();
+    t_forward_root = root;
+    is_root_forward_ = true;
+    if (!order_recorded_) forward_order_.clear();
+  }
+  if (!root->order_recorded_) root->forward_order_.push_back(weak_from_this());
+  if (auto next = next_forward_.lock()) next->start_unshard();
+}
+
+void FSDPUnit::finish_recording() {
+  t_forward_root.reset();
+  is_root_forward_ = false;
+  if (order_recorded_) return;
+  for (size_t k = 0; k + 1 < forward_order_.size(); ++k) {
+    auto unit = forward_order_[k].lock();
+    auto next = forward_order_[k + 1].lock();
+    if (unit && next && unit != next) unit->next_forward_ = next;
+  }
+  forward_order_.clear();
+  order_recorded_ = true;
 }
 
 void FSDPUnit::pre_backward() { unshard(); }

@@ -55,13 +55,19 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   bool is_sharded() const { return options_.strategy != ShardingStrategy::NO_SHARD; }
   // Whether the parameter handles currently hold full tensors.
   bool is_unsharded() const { return unsharded_; }
+  // Whether an all-gather was issued (prefetch) and not yet waited for.
+  bool is_unshard_pending() const { return unshard_pending_; }
   // The managed parameters, in layout order, as (name relative to the unit's module, handle).
   const std::vector<std::pair<std::string, Tensor>>& managed_parameters() const { return params_; }
 
   // Replaces each parameter by this rank's shard (once, from fully_shard; no-op for NO_SHARD).
   void shard_parameters();
   // All-gathers the parameters (no-op when already full, or NO_SHARD); collective over the group.
+  // unshard() = start_unshard() (copy-in, issue) + finish_unshard() (wait, point the handles at the
+  // full views); prefetching issues early and the unit's own pre-forward finishes.
   void unshard();
+  void start_unshard();
+  void finish_unshard();
   // Points the parameters back at their shards and gives the gathered memory back (no communication).
   void reshard();
   // While unsharded: copies this rank's rows of the full parameters into its shards (after the full
@@ -79,6 +85,8 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   void reduce_scatter_grads(const TensorList& full_grads, TensorList& out);
   void allreduce_grads(const TensorList& full_grads, TensorList& out);
   void detach_from_node();
+  void record_and_prefetch();
+  void finish_recording();
   std::string describe() const;
 
   nn::Module& module_;
@@ -95,6 +103,13 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   Device device_ = Device::cpu();
 
   bool unsharded_ = false;
+  bool unshard_pending_ = false;
+  std::vector<std::shared_ptr<collectives::Work>> pending_gathers_;
+  // forward_prefetch: the unit whose forward came next in the recorded order; the root records it.
+  std::weak_ptr<FSDPUnit> next_forward_;
+  bool is_root_forward_ = false;
+  bool order_recorded_ = false;
+  std::vector<std::weak_ptr<FSDPUnit>> forward_order_;  // root only, while recording
   bool node_attached_ = false;      // parameters carry this forward's node as grad_fn
   std::vector<Tensor> shards_;      // the shard each handle held before unshard()
   // Reused across steps (a fresh allocation costs page faults every step).

@@ -148,6 +148,11 @@ fsdp::FSDPOptions strategy(fsdp::ShardingStrategy s, std::optional<bool> reshard
   return o;
 }
 
+fsdp::FSDPOptions prefetching(fsdp::FSDPOptions o) {
+  o.forward_prefetch = true;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batch", "[fsdp]") {
@@ -158,6 +163,8 @@ TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batc
       {"SHARD_GRAD_OP", strategy(S::SHARD_GRAD_OP)},
       {"SHARD_GRAD_OP, reshard_after_forward=true", strategy(S::SHARD_GRAD_OP, true)},
       {"NO_SHARD", strategy(S::NO_SHARD)},
+      {"FULL_SHARD, forward_prefetch", prefetching(strategy(S::FULL_SHARD))},
+      {"SHARD_GRAD_OP, forward_prefetch", prefetching(strategy(S::SHARD_GRAD_OP))},
   };
   for (Model m : {Model::Mlp, Model::NarrowMlp, Model::Nested}) {
     for (const auto& [label, options] : configs) {

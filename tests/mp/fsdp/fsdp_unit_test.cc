@@ -7,6 +7,7 @@
 #include "autograd/variable.h"
 #include "nn/linear.h"
 #include "parallel/fsdp/fully_shard.h"
+#include "parallel/fsdp/unit_registry.h"
 #include "tests/mp/fsdp/fsdp_models.h"
 #include "tests/mp/support/mp_test.h"
 
@@ -125,4 +126,23 @@ TEST_CASE_METHOD(MpFixture, "fsdp: mixed precision gathers in param_dtype and ke
   bad.strategy = fsdp::ShardingStrategy::NO_SHARD;
   bad.mixed_precision.param_dtype = DType::BFloat16;
   CHECK_THROWS_WITH(fsdp::fully_shard(plain, shared_group(), bad), Catch::Contains("needs a sharded strategy"));
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: forward_prefetch issues the next unit's all-gather during this unit's forward",
+                 "[fsdp]") {
+  auto model = make_mlp(6);  // Linear "0", ReLU, Linear "2", ReLU, Linear "4"
+  fsdp::FSDPOptions o;
+  o.forward_prefetch = true;
+  fsdp::apply_fully_shard(*model, shared_group(), o, fsdp::module_type_policy({"Linear"}));
+  auto second = fsdp::unit_of_module(*model->child("2"));
+  REQUIRE(second != nullptr);
+  std::vector<bool> pending_during_first;
+  model->child("0")->add_forward_hook(
+      [&](nn::Module&, const TensorList&, TensorList&) { pending_during_first.push_back(second->is_unshard_pending()); });
+  const uint64_t before = shared_group()->sequence_number();
+  for (int step = 0; step < 3; ++step) autograd::backward(autograd::sum((*model)(ones({2, 8}))));
+  // Same collectives as without prefetch: 2 + 2 per unit and step forward and backward, 1 reduce-scatter.
+  CHECK(shared_group()->sequence_number() - before == 3u * 3u * 5u);
+  // The first step records the order; later steps prefetch.
+  CHECK(pending_during_first == std::vector<bool>{false, true, true});
 }
