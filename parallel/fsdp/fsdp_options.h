@@ -55,6 +55,9 @@ struct FSDPOptions {
   // in during the first step; from then on each unit issues the next unit's all-gather right after its
   // own, so it travels while this unit computes. Assumes the same order every step (a static graph).
   bool forward_prefetch = false;
+  // Backward prefetch (torch's BackwardPrefetch.BACKWARD_PRE): with the same recorded order, a unit's
+  // pre-backward starts the all-gather of the unit whose forward came before it, whose backward is next.
+  bool backward_prefetch = false;
 
   bool resolved_reshard_after_forward() const {
     if (strategy == ShardingStrategy::NO_SHARD) return false;

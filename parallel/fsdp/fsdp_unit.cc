@@ -191,7 +191,7 @@ void FSDPUnit::detach_from_node() {
 void FSDPUnit::pre_forward(TensorList& inputs) {
   detach_from_node();  // a forward that threw may have left the previous node attached
   unshard();
-  if (options_.forward_prefetch) record_and_prefetch();
+  if (options_.forward_prefetch || options_.backward_prefetch) record_and_prefetch();
   const auto& mp = options_.mixed_precision;
   if (mp.param_dtype && mp.cast_forward_inputs) {
     for (Tensor& x : inputs) {
@@ -257,6 +257,7 @@ void FSDPUnit::record_and_prefetch() {
     if (!order_recorded_) forward_order_.clear();
   }
   if (!root->order_recorded_) root->forward_order_.push_back(weak_from_this());
+  if (!options_.forward_prefetch) return;
   if (auto next = next_forward_.lock()) next->start_unshard();
 }
 
@@ -267,13 +268,20 @@ void FSDPUnit::finish_recording() {
   for (size_t k = 0; k + 1 < forward_order_.size(); ++k) {
     auto unit = forward_order_[k].lock();
     auto next = forward_order_[k + 1].lock();
-    if (unit && next && unit != next) unit->next_forward_ = next;
+    if (unit && next && unit != next) {
+      unit->next_forward_ = next;
+      next->previous_forward_ = unit;
+    }
   }
   forward_order_.clear();
   order_recorded_ = true;
 }
 
-void FSDPUnit::pre_backward() { unshard(); }
+void FSDPUnit::pre_backward() {
+  unshard();
+  if (!options_.backward_prefetch) return;
+  if (auto previous = previous_forward_.lock()) previous->start_unshard();
+}
 
 TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
   BRAID_ASSERT(full_grads.size() == params_.size(), "{}: {} gradients for {} parameters", describe(),

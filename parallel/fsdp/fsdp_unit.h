@@ -107,6 +107,7 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   std::vector<std::shared_ptr<collectives::Work>> pending_gathers_;
   // forward_prefetch: the unit whose forward came next in the recorded order; the root records it.
   std::weak_ptr<FSDPUnit> next_forward_;
+  std::weak_ptr<FSDPUnit> previous_forward_;  // backward_prefetch: the unit whose backward comes next
   bool is_root_forward_ = false;
   bool order_recorded_ = false;
   std::vector<std::weak_ptr<FSDPUnit>> forward_order_;  // root only, while recording

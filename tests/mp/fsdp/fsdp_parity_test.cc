@@ -148,8 +148,9 @@ fsdp::FSDPOptions strategy(fsdp::ShardingStrategy s, std::optional<bool> reshard
   return o;
 }
 
-fsdp::FSDPOptions prefetching(fsdp::FSDPOptions o) {
+fsdp::FSDPOptions prefetching(fsdp::FSDPOptions o, bool backward = false) {
   o.forward_prefetch = true;
+  o.backward_prefetch = backward;
   return o;
 }
 
@@ -165,6 +166,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batc
       {"NO_SHARD", strategy(S::NO_SHARD)},
       {"FULL_SHARD, forward_prefetch", prefetching(strategy(S::FULL_SHARD))},
       {"SHARD_GRAD_OP, forward_prefetch", prefetching(strategy(S::SHARD_GRAD_OP))},
+      {"FULL_SHARD, forward and backward prefetch", prefetching(strategy(S::FULL_SHARD), true)},
   };
   for (Model m : {Model::Mlp, Model::NarrowMlp, Model::Nested}) {
     for (const auto& [label, options] : configs) {

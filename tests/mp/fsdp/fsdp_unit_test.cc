@@ -146,3 +146,28 @@ TEST_CASE_METHOD(MpFixture, "fsdp: forward_prefetch issues the next unit's all-g
   // The first step records the order; later steps prefetch.
   CHECK(pending_during_first == std::vector<bool>{false, true, true});
 }
+
+TEST_CASE_METHOD(MpFixture, "fsdp: backward_prefetch issues the previous unit's all-gather in this unit's pre-backward",
+                 "[fsdp]") {
+  auto model = make_mlp(7);  // Linear "0", ReLU, Linear "2", ReLU, Linear "4"
+  fsdp::FSDPOptions o;
+  o.backward_prefetch = true;
+  fsdp::apply_fully_shard(*model, shared_group(), o, fsdp::module_type_policy({"Linear"}));
+  auto first = fsdp::unit_of_module(*model->child("0"));
+  // A gradient hook on "2"'s output, registered after FSDP's own (its forward hook ran first), sees the
+  // moment right after "2"'s pre-backward: "0"'s all-gather should be in flight then.
+  std::vector<bool> first_pending;
+  model->child("2")->add_forward_hook([&](nn::Module&, const TensorList&, TensorList& outputs) {
+    autograd::register_hook(outputs.at(0), [&](const Tensor&) {
+      first_pending.push_back(first->is_unshard_pending());
+      return Tensor();
+    });
+  });
+  const uint64_t before = shared_group()->sequence_number();
+  for (int step = 0; step < 3; ++step) autograd::backward(autograd::sum((*model)(ones({2, 8}))));
+  CHECK(shared_group()->sequence_number() - before == 3u * 3u * 5u);  // as without prefetch
+  // The order is recorded during the first forward, so even the first backward prefetches.
+  CHECK(first_pending == std::vector<bool>{true, true, true});
+  CHECK_FALSE(first->is_unsharded());
+  CHECK_FALSE(first->is_unshard_pending());
+}
