@@ -176,7 +176,8 @@ TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batc
   }
 }
 
-TEST_CASE_METHOD(MpFixture, "fsdp: mixed precision computes and reduces in other dtypes, shards keep theirs", "[fsdp]") {
+TEST_CASE_METHOD(MpFixture, "fsdp: mixed precision computes and reduces in other dtypes, shards keep theirs",
+                 "[fsdp]") {
   using S = fsdp::ShardingStrategy;
   SECTION("float64 compute and reduction: as exact as float32") {
     fsdp::FSDPOptions o = strategy(S::FULL_SHARD);

@@ -240,7 +240,8 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on 
   std::vector<nn::StateDict> broken = all;
   broken.push_back(all.front());
   if (ws > 1) {
-    CHECK_THROWS_WITH(fsdp::load_sharded_state_dicts(*plain, broken), Catch::Contains("neither shards of it nor copies"));
+    CHECK_THROWS_WITH(fsdp::load_sharded_state_dicts(*plain, broken),
+                      Catch::Contains("neither shards of it nor copies"));
   }
 }
 

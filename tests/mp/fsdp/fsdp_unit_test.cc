@@ -138,7 +138,9 @@ TEST_CASE_METHOD(MpFixture, "fsdp: forward_prefetch issues the next unit's all-g
   REQUIRE(second != nullptr);
   std::vector<bool> pending_during_first;
   model->child("0")->add_forward_hook(
-      [&](nn::Module&, const TensorList&, TensorList&) { pending_during_first.push_back(second->is_unshard_pending()); });
+      [&](nn::Module&, const TensorList&, TensorList&) {
+        pending_during_first.push_back(second->is_unshard_pending());
+      });
   const uint64_t before = shared_group()->sequence_number();
   for (int step = 0; step < 3; ++step) autograd::backward(autograd::sum((*model)(ones({2, 8}))));
   // Same collectives as without prefetch: 2 + 2 per unit and step forward and backward, 1 reduce-scatter.
