@@ -95,7 +95,16 @@ FSDPUnit::FSDPUnit(nn::Module& module, std::string name, std::vector<std::pair<s
   }
 }
 
-FSDPUnit::~FSDPUnit() { detail::unregister_unit(this); }
+FSDPUnit::~FSDPUnit() {
+  // A prefetched all-gather still writes into this unit's buffers: let it finish before they go.
+  for (const auto& w : pending_gathers_) {
+    try {
+      w->wait();
+    } catch (const std::exception&) {  // the group is poisoned and says so on its next use
+    }
+  }
+  detail::unregister_unit(this);
+}
 
 std::string FSDPUnit::describe() const {
   return fmt::format("fsdp unit '{}' ({}, rank {}/{} of group '{}')", name_, to_string(options_.strategy), rank_,
