@@ -1,0 +1,199 @@
+// FSDP against one process on the concatenated batch: each rank trains a sharded copy on its slice of the
+// global batch while a plain copy (built from the same seed on every rank) trains on the whole batch. After
+// every step the losses, each rank's parameter and gradient shards (the seed's check_sharded_parity) and
+// the gathered full parameters equal the reference's (rtol 1e-5, float32). Models from the seed: an MLP
+// stack (one unit per Linear) and NestedWrappedModule (the seed's nested units plus the root).
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/variable.h"
+#include "nn/optim/sgd.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "parallel/fsdp/unit_registry.h"
+#include "tensor/compare.h"
+#include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+namespace fsdp = braid::parallel::fsdp;
+
+namespace {
+
+constexpr double kRtol = 1e-5;
+constexpr double kAtol = 1e-6;
+constexpr int64_t kLocalBatch = 2;
+constexpr int kSteps = 3;
+
+enum class Model { Mlp, NarrowMlp, Nested };
+
+std::shared_ptr<nn::Module> build(Model m, uint64_t seed) {
+  if (m == Model::Mlp) return make_mlp(seed);
+  if (m == Model::NarrowMlp) return make_narrow_mlp(seed);
+  return std::make_shared<NestedWrappedModule>(seed);
+}
+
+// The seed's wrapping: every Linear of the MLP; NestedWrappedModule's three targets; then the root. Only
+// the nested model's root casts its outputs (mixed_precision.output_dtype), as a user would ask.
+void shard(Model m, nn::Module& model, const std::shared_ptr<ProcessGroup>& group, const fsdp::FSDPOptions& o) {
+  fsdp::FSDPOptions inner = o;
+  inner.mixed_precision.output_dtype.reset();
+  if (m != Model::Nested) {
+    fsdp::apply_fully_shard(model, group, inner, fsdp::module_type_policy({"Linear"}));
+    return;
+  }
+  for (nn::Module* target : static_cast<NestedWrappedModule&>(model).wrap_targets()) {
+    fsdp::fully_shard(*target, group, inner);
+  }
+  fsdp::fully_shard(model, group, o);
+}
+
+// Each rank's shard of `ref` (rows of dim 0), as the sharded model should hold it.
+Tensor expected_shard(const Tensor& ref, int rank, int world) {
+  const RowRange r = shard_rows(ref.size(0), rank, world);
+  return ref.narrow(0, r.start, r.count);
+}
+
+double average_over_ranks(const std::shared_ptr<ProcessGroup>& group, double local) {
+  Tensor t = full({1}, local, DType::Float64);
+  TensorList list{t};
+  group->allreduce(list)->wait();
+  return t.item<double>() / group->size();
+}
+
+// Gathers every unit of `model` (collective), runs `check` on the full parameters, and reshards.
+template <class Check>
+void with_full_parameters(nn::Module& model, Check check) {
+  std::vector<std::shared_ptr<fsdp::FSDPUnit>> units;
+  for (auto& [path, m] : model.named_modules()) {
+    if (auto u = fsdp::unit_of_module(*m)) units.push_back(u);
+  }
+  for (auto& u : units) u->unshard();
+  check();
+  for (auto& u : units) u->reshard();
+}
+
+struct Tolerance {
+  double rtol = kRtol;
+  double atol = kAtol;
+};
+
+void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options, Tolerance tol = {}) {
+  const int ws = f.size(), r = f.rank();
+  auto group = f.shared_group();
+  auto reference = build(which, 42);
+  auto sharded = build(which, 42);
+  shard(which, *sharded, group, options);
+  nn::optim::SGD ref_opt(reference->parameters(), {.lr = 0.05});
+  nn::optim::SGD opt(sharded->parameters(), {.lr = 0.05});  // shards: the optimizer never sees a full tensor
+
+  for (int step = 0; step < kSteps; ++step) {
+    INFO("step " << step);
+    Generator gen(1000 + static_cast<uint64_t>(step));
+    const Tensor input = rand({ws * kLocalBatch, 8}, {}, &gen);
+    const Tensor target = rand({ws * kLocalBatch, 8}, {}, &gen);
+    const Tensor ref_loss = autograd::mse_loss((*reference)(input), target);
+    autograd::backward(ref_loss);
+    const Tensor mine = input.narrow(0, r * kLocalBatch, kLocalBatch);
+    const Tensor mine_target = target.narrow(0, r * kLocalBatch, kLocalBatch);
+    const Tensor loss = autograd::mse_loss((*sharded)(mine), mine_target);
+    autograd::backward(loss);
+
+    // Losses: the mean of the ranks' local losses is the loss on the whole batch.
+    const double ref_value = ref_loss.item<double>();
+    CHECK(std::abs(average_over_ranks(group, loss.item<double>()) - ref_value) <= tol.rtol * std::abs(ref_value));
+
+    // check_sharded_parity: this rank's parameter and gradient shards are the reference's rows.
+    const auto ref_params = reference->named_parameters();
+    const auto params = sharded->named_parameters();
+    REQUIRE(ref_params.size() == params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      INFO(params[i].first);
+      CHECK(params[i].first == ref_params[i].first);
+      const Tensor& ref = ref_params[i].second;
+      const Tensor& p = params[i].second;
+      const bool sharded_param = options.strategy != fsdp::ShardingStrategy::NO_SHARD;
+      const Tensor want = sharded_param ? expected_shard(ref, r, ws) : ref;
+      CHECK(p.shape() == want.shape());
+      CHECK(p.dtype() == ref.dtype());
+      CHECK(allclose(p, want, tol.rtol, tol.atol));
+      const Tensor g = autograd::grad(p);
+      REQUIRE(g.defined());
+      const Tensor ref_g = autograd::grad(ref);
+      CHECK(g.dtype() == ref.dtype());
+      CHECK(allclose(g, sharded_param ? expected_shard(ref_g, r, ws) : ref_g, tol.rtol, tol.atol));
+    }
+    ref_opt.step();
+    opt.step();
+    ref_opt.zero_grad();
+    opt.zero_grad();
+
+    // The full parameters, gathered, equal the reference after the step.
+    with_full_parameters(*sharded, [&] {
+      const auto full_params = sharded->named_parameters();
+      for (size_t i = 0; i < full_params.size(); ++i) {
+        INFO(full_params[i].first);
+        CHECK(full_params[i].second.shape() == ref_params[i].second.shape());
+        CHECK(allclose(full_params[i].second.to(DType::Float32), ref_params[i].second, tol.rtol, tol.atol));
+      }
+    });
+  }
+}
+
+fsdp::FSDPOptions strategy(fsdp::ShardingStrategy s, std::optional<bool> reshard = std::nullopt) {
+  fsdp::FSDPOptions o;
+  o.strategy = s;
+  o.reshard_after_forward = reshard;
+  return o;
+}
+
+fsdp::FSDPOptions prefetching(fsdp::FSDPOptions o, bool backward = false) {
+  o.forward_prefetch = true;
+  o.backward_prefetch = backward;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batch", "[fsdp]") {
+  using S = fsdp::ShardingStrategy;
+  const std::vector<std::pair<std::string, fsdp::FSDPOptions>> configs = {
+      {"FULL_SHARD", strategy(S::FULL_SHARD)},
+      {"FULL_SHARD, reshard_after_forward=false", strategy(S::FULL_SHARD, false)},
+      {"SHARD_GRAD_OP", strategy(S::SHARD_GRAD_OP)},
+      {"SHARD_GRAD_OP, reshard_after_forward=true", strategy(S::SHARD_GRAD_OP, true)},
+      {"NO_SHARD", strategy(S::NO_SHARD)},
+      {"FULL_SHARD, forward_prefetch", prefetching(strategy(S::FULL_SHARD))},
+      {"SHARD_GRAD_OP, forward_prefetch", prefetching(strategy(S::SHARD_GRAD_OP))},
+      {"FULL_SHARD, forward and backward prefetch", prefetching(strategy(S::FULL_SHARD), true)},
+  };
+  for (Model m : {Model::Mlp, Model::NarrowMlp, Model::Nested}) {
+    for (const auto& [label, options] : configs) {
+      INFO((m == Model::Mlp ? "mlp, " : m == Model::NarrowMlp ? "narrow mlp, " : "nested, ") << label);
+      check_parity(*this, m, options);
+    }
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: mixed precision computes and reduces in other dtypes, shards keep theirs",
+                 "[fsdp]") {
+  using S = fsdp::ShardingStrategy;
+  SECTION("float64 compute and reduction: as exact as float32") {
+    fsdp::FSDPOptions o = strategy(S::FULL_SHARD);
+    o.mixed_precision.param_dtype = DType::Float64;
+    check_parity(*this, Model::Mlp, o);  // float64 out of the last Linear; the loss promotes the target
+    o.mixed_precision.output_dtype = DType::Float32;
+    check_parity(*this, Model::Nested, o);
+  }
+  SECTION("bfloat16 reduction: within bfloat16's precision") {
+    fsdp::FSDPOptions o = strategy(S::SHARD_GRAD_OP);
+    o.mixed_precision.reduce_dtype = DType::BFloat16;
+    check_parity(*this, Model::Mlp, o, {.rtol = 2e-2, .atol = 2e-3});
+  }
+  SECTION("NO_SHARD reduces in float64") {
+    fsdp::FSDPOptions o = strategy(S::NO_SHARD);
+    o.mixed_precision.reduce_dtype = DType::Float64;
+    check_parity(*this, Model::Nested, o);
+  }
+}
