@@ -41,6 +41,8 @@ done
 [[ -n "$torch_py" ]] || echo "PyTorch is not importable (apt-get install python3-torch): no PyTorch reference"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$root/bench/openblas_env.sh"
+pick_openblas_coretype "$braid"
 bind="${MPIRUN_BIND:-none}"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
