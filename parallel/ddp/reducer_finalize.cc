@@ -75,6 +75,8 @@ void Reducer::finalize_backward() {
   const double overlapped = std::max(0.0, ms_between(first_launch_, last_ready_));
   stats_.overlap_fraction = stats_.comm_ms > 0 ? std::min(1.0, overlapped / stats_.comm_ms) : 0.0;
   stats_.bucket_launch_ms = launch_ms_;
+  stats_.first_ready = first_ready_;
+  stats_.last_ready = last_ready_;
 }
 
 void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int32_t>& global_used) {
