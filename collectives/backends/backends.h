@@ -3,7 +3,9 @@
 // engine headers. Engines that were not built give an error that says so and how to enable them.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,10 @@ struct BackendOptions {
   // over ops (default {"lo"}).
   int threads = 2;
   std::vector<std::string> devices;
+  // mpi: allreduces of more bytes than this run as consecutive MPI_Iallreduce calls on chunks of at most
+  // this size (rounded down to whole elements, at least one), inside the one op; 0 turns chunking off.
+  // Unset: BRAID_MPI_ALLREDUCE_CHUNK_BYTES (a size such as "16M"), else 16 MiB (docs/CONFIG.md).
+  std::optional<int64_t> mpi_allreduce_chunk_bytes;
   // nccl: the CUDA device of this rank (-1: local rank modulo the device count).
   int cuda_device = -1;
 };

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "collectives/mpi/mpi_p2p.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi/mpi_types.h"
@@ -24,6 +25,25 @@ constexpr int kLanes = 1;
 
 // From this input size on, reduce_scatter runs as an allreduce (see run_reduce_scatter).
 constexpr size_t kReduceScatterViaAllreduce = size_t{8} << 20;
+
+// Allreduces of more than this many bytes run as several MPI_Iallreduce calls of at most this size, one
+// after the other, inside the one braid op (README.md, "Large allreduces in chunks").
+constexpr int64_t kDefaultAllreduceChunkBytes = int64_t{16} << 20;
+constexpr const char* kAllreduceChunkEnv = "BRAID_MPI_ALLREDUCE_CHUNK_BYTES";
+
+int64_t allreduce_chunk_bytes(const BackendOptions& options) {
+  int64_t bytes = kDefaultAllreduceChunkBytes;
+  const char* source = "BackendOptions::mpi_allreduce_chunk_bytes";
+  if (options.mpi_allreduce_chunk_bytes) {
+    bytes = *options.mpi_allreduce_chunk_bytes;
+  } else if (const auto text = env::get(kAllreduceChunkEnv)) {
+    bytes = env::parse_size(*text, kAllreduceChunkEnv);
+    source = kAllreduceChunkEnv;
+  }
+  BRAID_CHECK_ARG(bytes >= 0, "creating mpi group '{}': {} must be a size >= 0 (0: no chunking), got {}",
+                  options.group_name, source, bytes);
+  return bytes;
+}
 
 QueuedProcessGroup::Config make_config(const BackendOptions& options) {
   QueuedProcessGroup::Config config;
@@ -47,7 +67,8 @@ void* ptr(const Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() 
 
 ProcessGroupMPI::ProcessGroupMPI(const BackendOptions& options)
     : QueuedProcessGroup(options.rank, options.size, options.group_name, make_config(options)),
-      runtime_(MpiRuntime::acquire()) {
+      runtime_(MpiRuntime::acquire()),
+      allreduce_chunk_bytes_(allreduce_chunk_bytes(options)) {
   create_communicators(options);
   p2p_ = std::make_unique<MpiP2p>(comms_.p2p, runtime_, options.group_name);
 }
@@ -160,11 +181,34 @@ void ProcessGroupMPI::run_broadcast(Tensor& buffer, int root, const OpContext& c
 }
 
 void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
-  const int n = mpi_count(buffer.numel(), ctx.what);
-  run_nonblocking("MPI_Iallreduce", ctx, buffer.nbytes(), buffer, [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, ptr(buffer), n, mpi_reduce_type(buffer.dtype()), reduce_op(op, buffer.dtype()),
-                          lane_comm(ctx), r);
-  });
+  const int64_t numel = buffer.numel();
+  const auto elem = static_cast<int64_t>(buffer.element_size());
+  // Elements per MPI_Iallreduce: the whole buffer, or chunks of at most allreduce_chunk_bytes_ (at least
+  // one element). Open MPI allocates a temporary buffer of the message size on every call; above glibc's
+  // mmap threshold that is a fresh mapping, page-faulted through on every call.
+  const int64_t chunk = allreduce_chunk_bytes_ > 0 ? std::max<int64_t>(1, allreduce_chunk_bytes_ / elem) : numel;
+  const MPI_Datatype type = mpi_reduce_type(buffer.dtype());
+  const MPI_Op mpi_op = reduce_op(op, buffer.dtype());
+  if (numel <= chunk) {
+    const int n = mpi_count(numel, ctx.what);
+    run_nonblocking("MPI_Iallreduce", ctx, buffer.nbytes(), buffer, [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, ptr(buffer), n, type, mpi_op, lane_comm(ctx), r);
+    });
+    return;
+  }
+  // In order, one at a time: every rank issues the same chunks on the lane's communicator, and a single
+  // outstanding chunk keeps Open MPI's temporary buffer the size of one chunk (reused by malloc).
+  char* base = static_cast<char*>(ptr(buffer));
+  const int64_t chunks = (numel + chunk - 1) / chunk;
+  for (int64_t i = 0; i < chunks; ++i) {
+    const int64_t first = i * chunk;
+    const int n = mpi_count(std::min(chunk, numel - first), ctx.what);
+    const std::string call = fmt::format("MPI_Iallreduce (chunk {} of {}, {} elements)", i + 1, chunks, n);
+    run_nonblocking(call.c_str(), ctx, static_cast<size_t>(n) * static_cast<size_t>(elem), buffer,
+                    [&](MPI_Request* r) {
+                      return MPI_Iallreduce(MPI_IN_PLACE, base + first * elem, n, type, mpi_op, lane_comm(ctx), r);
+                    });
+  }
 }
 
 void ProcessGroupMPI::run_reduce(Tensor& buffer, EngineOp op, int root, const OpContext& ctx) {

@@ -9,7 +9,9 @@
 // Collectives are nonblocking MPI (MPI_Iallreduce, ...) tested until ctx.deadline with a backoff, so a
 // rank whose peers never come fails with TimeoutError on time and keeps its core mostly free while it
 // waits. Why not the blocking (coll/tuned) calls, and what that costs, is measured in README.md.
-// Point-to-point goes through MpiP2p (its own communicator and progress thread).
+// Allreduces larger than BackendOptions::mpi_allreduce_chunk_bytes (default from
+// BRAID_MPI_ALLREDUCE_CHUNK_BYTES, else 16 MiB) run as consecutive MPI_Iallreduce calls on chunks of the
+// buffer, inside the one op. Point-to-point goes through MpiP2p (its own communicator and progress thread).
 //
 // Lifetime: the destructor drains the lanes (base shutdown()), stops the progress thread, then frees the
 // communicators, unless MPI was already finalised (by the application), in which case no MPI call is made.
@@ -82,6 +84,8 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
   std::shared_ptr<MpiRuntime> runtime_;  // first: outlives the communicators
   Communicators comms_;
   std::unique_ptr<MpiP2p> p2p_;
+  // Allreduces larger than this run in chunks of at most this many bytes (0: never).
+  int64_t allreduce_chunk_bytes_ = 0;
 };
 
 }  // namespace braid::collectives::mpi

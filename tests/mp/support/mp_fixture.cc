@@ -105,6 +105,7 @@ collectives::BackendOptions MpFixture::backend_options(const GroupOptions& optio
   o.timeout = options.timeout;
   o.threads = options.threads;
   o.devices = options.devices;
+  o.mpi_allreduce_chunk_bytes = options.mpi_allreduce_chunk_bytes;
   return o;
 }
 

@@ -52,6 +52,8 @@ struct GroupOptions {
   Millis timeout = kTestGroupTimeout;
   std::vector<std::string> devices;  // gloo interfaces; empty = the backend's default ("lo")
   std::string name;                  // empty = a unique generated name
+  // mpi: allreduce chunk size in bytes (BackendOptions::mpi_allreduce_chunk_bytes); unset = the default
+  std::optional<int64_t> mpi_allreduce_chunk_bytes;
 };
 
 class MpFixture {
