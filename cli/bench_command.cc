@@ -141,6 +141,11 @@ void add_ddp_command(CLI::App& bench, runtime::DdpBenchOptions& o) {
   c->add_option("--batch", o.batch, "Rows of the input of each rank")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP's bucket_cap_mb")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_flag("--gradient-as-bucket-view", o.gradient_as_bucket_view, "DDP's gradient_as_bucket_view");
+  c->add_option("--comm-hook", o.comm_hook,
+                "builtin (DDP's own averaging), or a built-in comm hook: allreduce, fp16, noop (no communication: "
+                "the reducer's own cost; no gradient check)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"builtin", "allreduce", "noop", "fp16"}));
   c->add_option("--threads", o.threads, "OpenBLAS threads of each process")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--gloo-threads", o.gloo_threads, "gloo: lanes of the group")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--seed", o.seed, "Seed of the weights (input and target: seed + 1)")->capture_default_str();

@@ -41,6 +41,9 @@ struct DdpBenchOptions {
   int64_t batch = 64;            // rows per rank
   double bucket_cap_mb = 25;
   bool gradient_as_bucket_view = false;
+  // "builtin": DDP's own averaging (no hook registered); "allreduce", "noop", "fp16": the built-in comm hooks
+  // of parallel/ddp/default_hooks.h (noop: no communication at all, for the reducer's own cost).
+  std::string comm_hook = "builtin";
   int threads = 1;               // OpenBLAS threads of each process
   int gloo_threads = 2;          // lanes of a gloo group
   uint64_t seed = 0;             // weights; input and target from seed + 1

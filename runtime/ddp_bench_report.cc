@@ -22,14 +22,19 @@ std::string mib(size_t bytes) { return fmt::format("{:.2f} MiB", static_cast<dou
 std::string format_ddp_bench(const DdpBenchOptions& o, const DdpBenchResult& r) {
   std::string out = fmt::format(
       "# braid bench ddp: {} x (Linear({}, {}) + ReLU), batch {} per rank, float32, MSE, SGD(momentum 0.9)\n"
-      "# {} ranks, backend {}{}, bucket_cap_mb {}, gradient_as_bucket_view {}, {} OpenBLAS thread(s) per rank\n"
+      "# {} ranks, backend {}{}, bucket_cap_mb {}, gradient_as_bucket_view {}, comm hook {}, {} OpenBLAS thread(s) "
+      "per rank\n"
       "# {} timed steps per row after {} warm-up, rows alternating step by step (both ranks run both rows)\n",
       o.layers, o.width, o.width, o.batch, r.size, o.backend,
       o.backend == "gloo" ? fmt::format(" ({} lanes)", o.gloo_threads) : "", o.bucket_cap_mb,
-      o.gradient_as_bucket_view, o.threads, o.iters, o.warmup);
+      o.gradient_as_bucket_view, o.comm_hook, o.threads, o.iters, o.warmup);
   out += r.workers;
-  out += fmt::format("# gradient check (DDP on {} slices vs one process on the whole batch): max |diff| {:.3g}\n",
-                     r.size, r.max_abs_diff);
+  if (r.max_abs_diff >= 0) {
+    out += fmt::format("# gradient check (DDP on {} slices vs one process on the whole batch): max |diff| {:.3g}\n",
+                       r.size, r.max_abs_diff);
+  } else {
+    out += "# no gradient check: the noop comm hook does not average\n";
+  }
   out += fmt::format("{:<8} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}   (ms per step, rank 0)\n", "row", "p50",
                      "mean", "min", "max", "fwd+loss", "backward", "sgd step");
   out += row_line(r.single);
@@ -52,12 +57,12 @@ std::string format_ddp_bench(const DdpBenchOptions& o, const DdpBenchResult& r) 
   std::string launches;
   for (size_t b = 0; b < v.launch_ms.size(); ++b) launches += fmt::format("{}{:.2f}", b ? "," : "", v.launch_ms[b]);
   out += fmt::format(
-      "RESULT ddp backend={} ranks={} layers={} width={} batch={} bucket_cap_mb={} as_view={} single_p50_ms={:.3f} "
+      "RESULT ddp backend={} ranks={} layers={} width={} batch={} bucket_cap_mb={} as_view={} hook={} single_p50_ms={:.3f} "
       "single_min_ms={:.3f} ddp_p50_ms={:.3f} ddp_min_ms={:.3f} ratio={:.3f} max_abs_diff={:.3g} "
       "backward_ms={:.3f} ddp_backward_ms={:.3f} comm_ms={:.3f} overlap={:.3f} first_ready_ms={:.3f} tail_ms={:.3f} "
       "buckets={} launch_ms={}\n",
       o.backend, r.size, o.layers, o.width, o.batch, o.bucket_cap_mb, o.gradient_as_bucket_view ? 1 : 0,
-      r.single.p50, r.single.min, r.ddp.p50, r.ddp.min, ratio, r.max_abs_diff, r.single.backward, r.ddp.backward,
+      o.comm_hook, r.single.p50, r.single.min, r.ddp.p50, r.ddp.min, ratio, r.max_abs_diff, r.single.backward, r.ddp.backward,
       v.comm_ms, v.overlap_fraction, v.first_ready_ms, v.tail_ms, v.launch_ms.size(), launches);
   return out;
 }
