@@ -12,8 +12,8 @@
 # compute and its engine's progress threads then share both cores. Both sides run 1 OpenBLAS thread per rank.
 #
 # usage: bench/run_ddp_bench.sh [build-dir] [runs] [extra braid bench ddp / torch_ddp.py flags...]
-#        (defaults: build-bench, 3; e.g. `... build-bench 1 --iters 10`). BUILD_TYPE=RelWithDebInfo builds that
-#        instead of Release; BACKENDS="gloo" limits braid's backends.
+#        (defaults: build-bench, 3; e.g. `... build-bench 1 --iters 10`). BUILD_TYPE=RelWithDebInfo configures a
+#        new build folder that way instead of Release; BACKENDS="gloo" limits braid's backends.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,7 +22,11 @@ runs="${2:-3}"
 shift $(($# < 2 ? $# : 2))
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DBRAID_WITH_CUDA=OFF >/dev/null
+# An existing build folder is used as it is configured (e.g. `build`, RelWithDebInfo: its ccache hits save a
+# full Release build on a shared machine); a new one is configured Release without CUDA.
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DBRAID_WITH_CUDA=OFF >/dev/null
+fi
 cmake --build "$build" --target braid -j"${JOBS:-2}" >/dev/null
 braid="$build/cli/braid"
 out="$build/ddp-bench"
@@ -51,7 +55,7 @@ fi
 echo "OpenBLAS: $("$braid" info | grep -o 'OpenBLAS [^;]*')"
 bind="${MPIRUN_BIND:-none}"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores, build $(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for run in $(seq 1 "$runs"); do
   for b in "${backends[@]}"; do
     [[ -n "$b" ]] || continue
