@@ -122,6 +122,40 @@ void add_dist_autograd_command(CLI::App& bench, runtime::DistAutogradBenchOption
       ->check(CLI::PositiveNumber);
 }
 
+void add_ddp_command(CLI::App& bench, runtime::DdpBenchOptions& o) {
+  CLI::App* c = bench.add_subcommand(
+      "ddp",
+      "Time a training step (zero_grad, forward, MSE loss, backward, SGD momentum step) of LAYERS x "
+      "(Linear(WIDTH, WIDTH) + ReLU) on a (BATCH, WIDTH) float32 input per rank, through DistributedDataParallel "
+      "and, alternating step by step, the same model without DDP on each rank. The DDP gradients are checked "
+      "against one process's on the whole batch first (max |diff| printed). Prints ms per step (p50, mean, min, "
+      "max and each phase), the ratio ddp / single against the issue's target (<= 1.25x), how much of the "
+      "communication overlapped backward and when each bucket was launched, and a 'RESULT ddp ...' line. Run it "
+      "as 2 processes: mpirun -np 2 --bind-to none braid bench ddp --backend gloo (or an env:// job: RANK, "
+      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT). bench/run_ddp_bench.sh puts PyTorch's DDP next to it.");
+  c->add_option("--backend", o.backend, "Engine of the DDP group")->capture_default_str()->check(CLI::IsMember({"mpi", "gloo"}));
+  c->add_option("-n,--iters", o.iters, "Timed steps per row")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-w,--warmup", o.warmup, "Untimed steps per row first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--layers", o.layers, "Number of Linear+ReLU layers")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--width", o.width, "Features in and out of every layer")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--batch", o.batch, "Rows of the input of each rank")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP's bucket_cap_mb")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_flag("--gradient-as-bucket-view", o.gradient_as_bucket_view, "DDP's gradient_as_bucket_view");
+  c->add_option("--comm-hook", o.comm_hook,
+                "builtin (DDP's own averaging), or a built-in comm hook: allreduce, fp16, noop (no communication: "
+                "the reducer's own cost; no gradient check)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"builtin", "allreduce", "noop", "fp16"}));
+  c->add_option("--threads", o.threads, "OpenBLAS threads of each process")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--gloo-threads", o.gloo_threads, "gloo: lanes of the group")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--seed", o.seed, "Seed of the weights (input and target: seed + 1)")->capture_default_str();
+  c->add_option("--init-method", o.init_method,
+                "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
+  c->add_option("-T,--timeout", o.timeout_s, "Seconds for the rendezvous and per collective")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
 }  // namespace
 
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -142,6 +176,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   add_collectives_command(*bench, options.collectives);
   add_rpc_command(*bench, options.rpc);
   add_dist_autograd_command(*bench, options.dist_autograd);
+  add_ddp_command(*bench, options.ddp);
   return bench;
 }
 
@@ -174,6 +209,13 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
   }
   if (bench.get_subcommand("dist-autograd")->parsed()) {
     runtime::run_dist_autograd_bench(options.dist_autograd, [](const std::string& text) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    });
+    return 0;
+  }
+  if (bench.get_subcommand("ddp")->parsed()) {
+    runtime::run_ddp_bench(options.ddp, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });

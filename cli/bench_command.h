@@ -3,12 +3,14 @@
 // collectives` times a collective through braid and through the raw engine (MPI, Gloo, NCCL) side by side.
 // `braid bench rpc` times RPC calls between two workers (bench/run_rpc_bench.sh adds PyTorch's TensorPipe).
 // `braid bench dist-autograd` times a distributed backward pass through a remote Linear next to the local one
-// (bench/run_dist_autograd_bench.sh adds PyTorch's torch.distributed.autograd).
+// (bench/run_dist_autograd_bench.sh adds PyTorch's torch.distributed.autograd). `braid bench ddp` times a
+// training step through DistributedDataParallel next to the plain step (bench/run_ddp_bench.sh adds PyTorch's DDP).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include "runtime/collectives_bench.h"
+#include "runtime/ddp_bench.h"
 #include "runtime/dist_autograd_bench.h"
 #include "runtime/mlp_bench.h"
 #include "runtime/rpc_bench.h"
@@ -20,9 +22,10 @@ struct BenchOptions {
   runtime::CollectivesBenchOptions collectives;
   runtime::RpcBenchOptions rpc;
   runtime::DistAutogradBenchOptions dist_autograd;
+  runtime::DdpBenchOptions ddp;
 };
 
-// Registers `bench` with its `mlp`, `collectives`, `rpc` and `dist-autograd` subcommands on `app`.
+// Registers `bench` with its `mlp`, `collectives`, `rpc`, `dist-autograd` and `ddp` subcommands on `app`.
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
 // Runs the parsed benchmark and prints its table; returns the exit code.
 int run_bench_command(CLI::App& bench, const BenchOptions& options);

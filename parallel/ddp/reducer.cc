@@ -20,6 +20,26 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+template <class T>
+void scaled_copy(T* dst, const T* src, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
+}
+
+// slot = grad * scale in one pass over the data (the default hook's division by the world size folded into
+// the copy into the bucket). Contiguous float32/float64 CPU tensors of one dtype take the direct loop;
+// anything else copies (converting dtype and device) and then scales the slot.
+void copy_scaled(const Tensor& slot, const Tensor& grad, double scale) {
+  if (slot.device().is_cpu() && grad.device().is_cpu() && slot.dtype() == grad.dtype() && slot.is_contiguous() &&
+      grad.is_contiguous() && slot.numel() == grad.numel()) {
+    if (slot.dtype() == DType::Float32) {
+      return scaled_copy(slot.data<float>(), grad.data<float>(), slot.numel(), static_cast<float>(scale));
+    }
+    if (slot.dtype() == DType::Float64) return scaled_copy(slot.data<double>(), grad.data<double>(), slot.numel(), scale);
+  }
+  slot.copy_(grad);
+  if (scale != 1.0) slot.mul_(scale);
+}
+
 }  // namespace
 
 std::shared_ptr<Reducer> Reducer::create(std::vector<Tensor> params, std::vector<std::string> names,
@@ -306,8 +326,14 @@ void Reducer::mark_variable_ready(size_t index, const Tensor& grad) {
     bucket.sparse_grad = grad;
   } else if (!grad.defined()) {
     bucket.views[slot].zero_();
+  } else if (hook_) {  // a comm hook gets the local gradients, undivided
+    if (grad.storage() != bucket.buffer.storage()) bucket.views[slot].copy_(grad.is_sparse() ? grad.sparse().to_dense() : grad);
   } else if (grad.storage() != bucket.buffer.storage()) {
-    bucket.views[slot].copy_(grad.is_sparse() ? grad.sparse().to_dense() : grad);
+    // The default hook averages: the division by the world size happens here, in the copy into the bucket,
+    // instead of in a separate pass over the whole bucket at launch.
+    copy_scaled(bucket.views[slot], grad.is_sparse() ? grad.sparse().to_dense() : grad, 1.0 / divisor_);
+  } else {
+    bucket.views[slot].mul_(1.0 / divisor_);  // .grad is the slot (gradient_as_bucket_view)
   }
   --bucket.pending;
 }
@@ -341,8 +367,7 @@ Future<Tensor> Reducer::run_comm_hook(size_t b) {
                                                       TensorOptions(params_[bucket.variables[0]].dtype())))
                                                       .to_tensor());
   } else {
-    bucket.buffer.mul_(1.0 / divisor);
-    list.push_back(bucket.buffer);
+    list.push_back(bucket.buffer);  // already divided: mark_variable_ready scales each slot as it fills it
   }
   auto work = group_->allreduce(list);
   const bool sparse = bucket.sparse;

@@ -59,6 +59,9 @@ struct ReducerStats {
   double comm_ms = 0;                  // first bucket launched -> all buckets reduced
   double overlap_fraction = 0;         // share of comm_ms that ran while backward was still computing
   std::vector<double> bucket_launch_ms;  // per bucket, launch time after the first gradient was ready
+  // When the first and the last gradient of the last iteration were ready (steady_clock), so that callers
+  // can place the launches on their own timeline (braid bench ddp: relative to the start of backward).
+  std::chrono::steady_clock::time_point first_ready, last_ready;
   bool has_error = false;
   std::string error;
 };

@@ -2,6 +2,8 @@
 // its one-time bucket rebuild.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "base/check.h"
@@ -43,11 +45,22 @@ void Reducer::finalize_backward() {
     search_unused = options_.find_unused_parameters || options_.static_graph;
     local_used = local_used_;
   }
+  // Without the used-map, each bucket is written back as soon as its own reduction is done, so that the
+  // copies of the early buckets run while the later ones are still being reduced.
+  const bool early_write_back = !search_unused;
   std::vector<Tensor> reduced;
   std::vector<int32_t> global_used;
   std::exception_ptr error;
+  std::optional<Clock::time_point> reduced_at;  // the last bucket's reduction done (the end of comm_ms)
   try {
-    for (auto& f : results) reduced.push_back(f.value());
+    for (size_t b = 0; b < results.size(); ++b) {
+      reduced.push_back(results[b].value());
+      if (b + 1 == results.size()) reduced_at = Clock::now();
+      if (early_write_back) {
+        std::lock_guard<std::mutex> lock(mu_);
+        write_back(b, reduced.back(), global_used);
+      }
+    }
     if (search_unused) {
       // A parameter used on any rank gets the averaged gradient everywhere; one unused on every rank keeps
       // its .grad as it was (SPEC C.5). An empty local unused set still takes part: others may have some.
@@ -63,18 +76,22 @@ void Reducer::finalize_backward() {
   } catch (...) {
     error = std::current_exception();
   }
-  const auto done = Clock::now();
+  const auto done = reduced_at.value_or(Clock::now());
   std::lock_guard<std::mutex> lock(mu_);
   expect_hooks_ = false;
   require_finalize_ = false;
   if (error) std::rethrow_exception(error);
-  for (size_t b = 0; b < buckets_.size(); ++b) write_back(b, reduced[b], global_used);
+  if (!early_write_back) {
+    for (size_t b = 0; b < buckets_.size(); ++b) write_back(b, reduced[b], global_used);
+  }
   ++stats_.iteration;
   stats_.backward_compute_ms = ms_between(first_ready_, last_ready_);
   stats_.comm_ms = ms_between(first_launch_, done);
   const double overlapped = std::max(0.0, ms_between(first_launch_, last_ready_));
   stats_.overlap_fraction = stats_.comm_ms > 0 ? std::min(1.0, overlapped / stats_.comm_ms) : 0.0;
   stats_.bucket_launch_ms = launch_ms_;
+  stats_.first_ready = first_ready_;
+  stats_.last_ready = last_ready_;
 }
 
 void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int32_t>& global_used) {
