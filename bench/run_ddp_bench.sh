@@ -45,14 +45,8 @@ done
 [[ -n "$torch_py" ]] || echo "PyTorch is not importable (apt-get install python3-torch): no PyTorch reference"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# OpenBLAS 0.3.21's DYNAMIC_ARCH does not know newer CPUs (a Xeon with AVX-512 here) and falls back to its
-# Prescott (SSE3) kernels, whose GEMMs are 2-3x slower. Both sides load the same libopenblas, so one
-# OPENBLAS_CORETYPE serves both; Haswell is what it picked on the machine the issue's figures come from.
-if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && "$braid" info | grep -q 'OpenBLAS.* Prescott '; then
-  export OPENBLAS_CORETYPE=Haswell
-  echo "OpenBLAS picked its Prescott kernels on this CPU: OPENBLAS_CORETYPE=Haswell for both sides"
-fi
-echo "OpenBLAS: $("$braid" info | grep -o 'OpenBLAS [^;]*')"
+source "$root/bench/openblas_env.sh"
+pick_openblas_coretype "$braid"
 bind="${MPIRUN_BIND:-none}"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, build $(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
