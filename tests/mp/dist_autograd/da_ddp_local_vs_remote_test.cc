@@ -26,32 +26,16 @@
 #include "tensor/random.h"
 #include "tests/mp/dist_autograd/remote_module_mp.h"
 #include "tests/mp/rpc/rpc_mp.h"
+#include "tests/mp/support/default_group.h"
 
 namespace braid::mp {
-namespace {
 
 using rpc::Value;
-
-// The default group over every rank for one test (the seed's init_process_group("gloo", ...)).
-struct DefaultGroup {
-  explicit DefaultGroup(MpFixture& f) {
-    collectives::InitOptions o;
-    o.store = f.store();
-    o.rank = f.rank();
-    o.world_size = f.size();
-    collectives::init_process_group(f.backend() == "nccl" ? "gloo" : f.backend(), o);
-  }
-  ~DefaultGroup() { collectives::destroy_process_group(); }
-  DefaultGroup(const DefaultGroup&) = delete;
-  DefaultGroup& operator=(const DefaultGroup&) = delete;
-};
-
-}  // namespace
 
 TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: local vs remote (seed 000 test_ddp_dist_autograd_local_vs_remote)",
                  "[dist_autograd][ddp][remote_module]") {
   register_remote_module_test_classes();
-  DefaultGroup group(*this);
+  DefaultGroupScope group(*this);  // the seed's init_process_group("gloo", ...)
   {
     RpcJob job(*this);
     // Each rank its own seed: otherwise inputs and gradients agree everywhere and DDP's average hides a

@@ -12,6 +12,7 @@
 #include "tests/mp/dist_autograd/da_ddp_trainer.h"
 #include "tests/mp/dist_autograd/da_models.h"
 #include "tests/mp/rpc/rpc_mp.h"
+#include "tests/mp/support/default_group.h"
 
 namespace braid::mp {
 namespace {
@@ -20,18 +21,9 @@ using rpc::Value;
 
 // The trainers' group and the default group around one test; released after the RPC job.
 struct TrainerGroups {
-  explicit TrainerGroups(MpFixture& f) {
-    collectives::InitOptions o;
-    o.store = f.store();
-    o.rank = f.rank();
-    o.world_size = f.size();
-    collectives::init_process_group(f.backend() == "nccl" ? "gloo" : f.backend(), o);
-    set_trainer_group(collectives::new_group({0, 1, 2, 3}));
-  }
-  ~TrainerGroups() {
-    set_trainer_group(nullptr);
-    collectives::destroy_process_group();
-  }
+  explicit TrainerGroups(MpFixture& f) : world(f) { set_trainer_group(collectives::new_group({0, 1, 2, 3})); }
+  ~TrainerGroups() { set_trainer_group(nullptr); }
+  DefaultGroupScope world;
   TrainerGroups(const TrainerGroups&) = delete;
   TrainerGroups& operator=(const TrainerGroups&) = delete;
 };

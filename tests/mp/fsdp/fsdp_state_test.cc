@@ -19,6 +19,7 @@
 #include "parallel/fsdp/sharded_state_dict.h"
 #include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/support/default_group.h"
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;
@@ -36,22 +37,6 @@ Tensor rows_of(const Tensor& t, int rank, int world) {
   return t.narrow(0, r.start, r.count);
 }
 
-// init_process_group on the case's store (for new_group); destroyed when the case ends.
-struct World {
-  explicit World(MpFixture& f) {
-    coll::InitOptions o;
-    o.store = f.store();
-    o.rank = f.rank();
-    o.world_size = f.size();
-    o.group.timeout = kTestGroupTimeout;
-    coll::init_process_group(f.backend(), o);
-  }
-  ~World() {
-    if (coll::is_initialized()) coll::destroy_process_group();
-  }
-  World(const World&) = delete;
-  World& operator=(const World&) = delete;
-};
 
 // Shard groups of `s` consecutive ranks and replicate groups of the ranks with the same index in theirs;
 // every rank creates every group in the same order and keeps its own.
@@ -104,7 +89,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: SummonFullParams shows full parameters and wr
 
 TEST_CASE_METHOD(MpFixture, "fsdp: full state dicts are the unsharded model's and load on another world size",
                  "[fsdp]") {
-  World world(*this);
+  DefaultGroupScope world(*this);
   const int ws = size(), r = rank();
   auto reference = make_mlp(21);
   auto sharded = make_mlp(21);
@@ -136,7 +121,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: full state dicts are the unsharded model's an
 }
 
 TEST_CASE_METHOD(MpFixture, "fsdp: HYBRID_SHARD trains like one process on the whole batch", "[fsdp]") {
-  World world(*this);
+  DefaultGroupScope world(*this);
   const int ws = size(), r = rank();
   const HybridGroups g = hybrid_groups(r, ws);
   fsdp::FSDPOptions o;
@@ -174,7 +159,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: HYBRID_SHARD trains like one process on the w
 }
 
 TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard on a group this rank is not in names the group", "[fsdp]") {
-  World world(*this);
+  DefaultGroupScope world(*this);
   auto only_rank0 = coll::new_group({0});
   nn::Linear l(4, 4);
   if (rank() == 0) {
@@ -201,7 +186,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sync_module_states starts every rank from ran
 
 TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on M ranks and into a plain model",
                  "[fsdp]") {
-  World world(*this);
+  DefaultGroupScope world(*this);
   const int ws = size(), r = rank();
   auto reference = make_narrow_mlp(31);
   auto sharded = make_narrow_mlp(31);
@@ -247,7 +232,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on 
 
 TEST_CASE_METHOD(MpFixture, "fsdp: full optimizer state dicts equal the unsharded optimizer's and load on M ranks",
                  "[fsdp]") {
-  World world(*this);
+  DefaultGroupScope world(*this);
   const int ws = size(), r = rank();
   auto reference = make_narrow_mlp(41);
   auto sharded = make_narrow_mlp(41);
