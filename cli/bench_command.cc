@@ -156,6 +156,30 @@ void add_ddp_command(CLI::App& bench, runtime::DdpBenchOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
+void add_fsdp_command(CLI::App& bench, runtime::FsdpBenchOptions& o) {
+  CLI::App* c = bench.add_subcommand(
+      "fsdp",
+      "Time one FSDP training step (forward, MSE loss, backward, SGD step) of LAYERS x Linear(WIDTH, WIDTH), "
+      "each Linear its own unit, under each sharding strategy, and the resident memory forward adds on rank 0 "
+      "(FULL_SHARD frees a layer's gathered weights after its forward; SHARD_GRAD_OP keeps them until "
+      "backward; NO_SHARD never shards). Prints a row and a 'RESULT fsdp ...' line per strategy. Run it under a "
+      "launcher: mpirun -np 2 braid bench fsdp (or an env:// job: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).");
+  c->add_option("--backend", o.backend, "Engine of the process group")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mpi", "gloo", "nccl"}));
+  c->add_option("--layers", o.layers, "Number of Linear layers (units)")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--width", o.width, "Features in and out of every layer")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--batch", o.batch, "Rows of each rank's input")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--steps", o.steps, "Timed steps per strategy")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--warmup", o.warmup, "Untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--strategies", o.strategies, "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}));
+  c->add_option("--init-method", o.init_method,
+                "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
+}
+
 }  // namespace
 
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -177,6 +201,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   add_rpc_command(*bench, options.rpc);
   add_dist_autograd_command(*bench, options.dist_autograd);
   add_ddp_command(*bench, options.ddp);
+  add_fsdp_command(*bench, options.fsdp);
   return bench;
 }
 
@@ -216,6 +241,13 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
   }
   if (bench.get_subcommand("ddp")->parsed()) {
     runtime::run_ddp_bench(options.ddp, [](const std::string& text) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    });
+    return 0;
+  }
+  if (bench.get_subcommand("fsdp")->parsed()) {
+    runtime::run_fsdp_bench(options.fsdp, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });

@@ -5,6 +5,7 @@
 // `braid bench dist-autograd` times a distributed backward pass through a remote Linear next to the local one
 // (bench/run_dist_autograd_bench.sh adds PyTorch's torch.distributed.autograd). `braid bench ddp` times a
 // training step through DistributedDataParallel next to the plain step (bench/run_ddp_bench.sh adds PyTorch's DDP).
+// `braid bench fsdp` times an FSDP training step and the memory forward holds under each sharding strategy.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include "runtime/collectives_bench.h"
 #include "runtime/ddp_bench.h"
 #include "runtime/dist_autograd_bench.h"
+#include "runtime/fsdp_bench.h"
 #include "runtime/mlp_bench.h"
 #include "runtime/rpc_bench.h"
 
@@ -23,9 +25,10 @@ struct BenchOptions {
   runtime::RpcBenchOptions rpc;
   runtime::DistAutogradBenchOptions dist_autograd;
   runtime::DdpBenchOptions ddp;
+  runtime::FsdpBenchOptions fsdp;
 };
 
-// Registers `bench` with its `mlp`, `collectives`, `rpc`, `dist-autograd` and `ddp` subcommands on `app`.
+// Registers `bench` with its `mlp`, `collectives`, `rpc`, `dist-autograd`, `ddp` and `fsdp` subcommands on `app`.
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
 // Runs the parsed benchmark and prints its table; returns the exit code.
 int run_bench_command(CLI::App& bench, const BenchOptions& options);

@@ -46,4 +46,12 @@ MLP::MLP(const std::vector<int64_t>& sizes, bool bias, Generator* gen) : Sequent
   }
 }
 
+Tensor ModuleList::forward(const Tensor&) {
+  BRAID_THROW(InvalidArgument, "ModuleList: is not callable; call its children");
+}
+
+TensorList ModuleList::forward_many(const TensorList&) {
+  BRAID_THROW(InvalidArgument, "ModuleList: is not callable; call its children");
+}
+
 }  // namespace braid::nn

@@ -36,6 +36,15 @@ class Sequential : public Module {
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
+// A list of children named "0", "1", ... that does not run them itself (torch.nn.ModuleList): its owner
+// calls each with the inputs it needs (masks, memory), which Sequential's one-input chain cannot pass.
+class ModuleList : public Sequential {
+ public:
+  ModuleList() : Sequential("ModuleList") {}
+  Tensor forward(const Tensor& input) override;
+  TensorList forward_many(const TensorList& inputs) override;
+};
+
 // sizes {d0, d1, ..., dn}: Linear(d0, d1), ReLU, Linear(d1, d2), ReLU, ..., Linear(d(n-1), dn), named "0",
 // "1", ... like the equivalent torch.nn.Sequential (so its state dicts load into one). Needs at least two
 // sizes. Weights are drawn layer by layer from `gen` (or the default generator).

@@ -13,6 +13,7 @@
 #include "parallel/fsdp/unit_registry.h"
 #include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/fsdp/fsdp_parity_util.h"
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;
@@ -47,31 +48,6 @@ void shard(Model m, nn::Module& model, const std::shared_ptr<ProcessGroup>& grou
     fsdp::fully_shard(*target, group, inner);
   }
   fsdp::fully_shard(model, group, o);
-}
-
-// Each rank's shard of `ref` (rows of dim 0), as the sharded model should hold it.
-Tensor expected_shard(const Tensor& ref, int rank, int world) {
-  const RowRange r = shard_rows(ref.size(0), rank, world);
-  return ref.narrow(0, r.start, r.count);
-}
-
-double average_over_ranks(const std::shared_ptr<ProcessGroup>& group, double local) {
-  Tensor t = full({1}, local, DType::Float64);
-  TensorList list{t};
-  group->allreduce(list)->wait();
-  return t.item<double>() / group->size();
-}
-
-// Gathers every unit of `model` (collective), runs `check` on the full parameters, and reshards.
-template <class Check>
-void with_full_parameters(nn::Module& model, Check check) {
-  std::vector<std::shared_ptr<fsdp::FSDPUnit>> units;
-  for (auto& [path, m] : model.named_modules()) {
-    if (auto u = fsdp::unit_of_module(*m)) units.push_back(u);
-  }
-  for (auto& u : units) u->unshard();
-  check();
-  for (auto& u : units) u->reshard();
 }
 
 struct Tolerance {

@@ -1,0 +1,41 @@
+// The FSDP training-step benchmark behind `braid bench fsdp` (and bench/fsdp/fsdp_bench.cc): an MLP of
+// `layers` x Linear(width, width) with ReLUs between (nn::MLP), each Linear its own FSDP unit under the root, trained with MSE + SGD on
+// a [batch, width] float32 input, once per sharding strategy. Per strategy: the median step time (forward,
+// backward, SGD step; every rank starts a step at a barrier) and the growth of the process's resident
+// memory across forward on rank 0 — FULL_SHARD frees each layer's gathered weights after its forward,
+// SHARD_GRAD_OP keeps them until backward, NO_SHARD holds them all the time. Numbers to read next to the
+// model size, not a pass/fail test.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace braid::runtime {
+
+struct FsdpBenchOptions {
+  std::string backend = "gloo";
+  int64_t layers = 8;
+  int64_t width = 1024;
+  int64_t batch = 16;
+  int steps = 10;
+  int warmup = 2;  // untimed steps first; they allocate every buffer
+  // FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (the names of parallel::fsdp::to_string).
+  std::vector<std::string> strategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"};
+  std::string init_method;  // empty: mpirun's bootstrap, else env://
+};
+
+struct FsdpBenchRow {
+  std::string strategy;
+  double median_ms = 0;
+  double forward_rss_mib = 0;  // rank 0's VmRSS growth across forward, the largest over timed steps
+};
+
+// Joins the job (init_process_group), runs every strategy, leaves it (destroy_process_group). `print`
+// receives rank 0's header, one line per strategy as it finishes and a "RESULT fsdp ..." line each;
+// other ranks print nothing. Throws InvalidArgument for non-positive sizes or an unknown strategy.
+std::vector<FsdpBenchRow> run_fsdp_bench(const FsdpBenchOptions& options,
+                                         const std::function<void(const std::string&)>& print);
+
+}  // namespace braid::runtime
