@@ -2,6 +2,9 @@
 // frames and resets, completions, and peer failures.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "base/logging.h"
 #include "rpc/ucx/ucx_transport_impl.h"
 
@@ -57,6 +60,15 @@ bool UcxTransport::ensure_connected(Connection& c) {
     if (it != peers_.end()) address = it->second.address;
   }
   if (address.data.empty()) return false;  // a sender not (yet) in add_peers: its first send() connects
+  const auto now = std::chrono::steady_clock::now();
+  if (now < c.retry_at) {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(c.retry_at - now).count();
+    report_failure(c.peer,
+                   fmt::format("{} failed {} times in a row; the next connect is tried in {} ms", peer_label(c.peer),
+                               c.failures_in_row, wait),
+                   /*quiet=*/true);
+    return false;
+  }
   c.failed = false;
   c.generation = ++generations_made_;
   ucs_status_t st = UCS_OK;
@@ -165,6 +177,7 @@ void UcxTransport::submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> o
   param.memory_type = UCS_MEMORY_TYPE_HOST;
   void* request = ucp_am_send_nbx(ep, am_id, header, header_length, data, count, &param);
   if (request == nullptr) {
+    sent_ok(op->peer, op->generation);
     finish(std::move(op));  // sent (or buffered by UCX) at once
     return;
   }
@@ -187,6 +200,7 @@ void UcxTransport::on_send_done(void* request, ucs_status_t status, void* user_d
   if (it == self->in_flight_.end()) return;  // not expected: every pending op is registered
   std::unique_ptr<SendOp> op = std::move(it->second);
   self->in_flight_.erase(it);
+  if (status == UCS_OK) self->sent_ok(op->peer, op->generation);
   // CANCELED: this worker closed the endpoint (a failure already reported, or shutdown).
   if (status != UCS_OK && status != UCS_ERR_CANCELED && !self->tearing_down_) {
     self->ep_errors_.push_back({op->peer, op->generation,
@@ -199,6 +213,13 @@ void UcxTransport::on_send_done(void* request, ucs_status_t status, void* user_d
 void UcxTransport::finish(std::unique_ptr<SendOp> op) {
   if (!op->reset) returned_buffers_.push_back(std::move(op->buffer));
   // `op` and its message (and so the tensors) are released here.
+}
+
+void UcxTransport::sent_ok(int peer, uint64_t generation) {
+  Connection& c = connection(peer);
+  if (c.generation != generation || c.failures_in_row == 0) return;
+  c.failures_in_row = 0;
+  c.retry_at = {};
 }
 
 void UcxTransport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -219,6 +240,11 @@ void UcxTransport::fail_peer(int peer, const std::string& reason) {
     return;
   }
   c.failed = true;
+  if (++c.failures_in_row >= 2) {
+    auto backoff = options_.connect_backoff;
+    for (int i = 2; i < c.failures_in_row && backoff < options_.connect_backoff_max; ++i) backoff *= 2;
+    c.retry_at = std::chrono::steady_clock::now() + std::min(backoff, options_.connect_backoff_max);
+  }
   // Force: the peer is gone, a flush would wait for it forever. Requests still on them complete with
   // UCS_ERR_CANCELED (and release their messages).
   if (ucp_ep_h ep = std::exchange(c.data, nullptr)) close_endpoint(ep, true);

@@ -28,7 +28,10 @@
 //   reports a transfer that failed because a sender died instead of tearing down its own endpoint under
 //   the sender's messages still queued (which crashes UCX 1.13). local_address() packs both workers'
 //   addresses (ucx_context.h). There is no connect retry: an endpoint is made locally from the address,
-//   so connect_retries / backoff, bind_host / bind_port and io_threads do not apply; limits do.
+//   so connect_retries, bind_host / bind_port and io_threads do not apply; limits do. connect_backoff and
+//   connect_backoff_max pace reconnects to a peer that failed twice or more with no completed send in
+//   between (sends meanwhile fail at once, reported as that peer's failure): a connect per message to a
+//   dead peer could abort inside UCX 1.13.
 //
 // * Messages. One frame (rpc/wire.h) is one active message: the user header is a 32-byte envelope
 //   (sender id, stream, sequence number; ucx_envelope.h) followed by the frame prefix (header + tensor

@@ -76,6 +76,12 @@ class UcxTransport final : public Transport {
     uint64_t next_seq = 0;
     bool failed = false;         // endpoints failed and were closed; the next send connects again
     int failed_connects = 0;     // in a row: only the first one is logged as a warning
+    // Failures with no completed send in between, and when the next connect may be tried: after the
+    // second one reconnects wait connect_backoff, doubled per failure up to connect_backoff_max. A sender
+    // that keeps sending to a dead peer made a connect per message, and one of those could abort inside
+    // UCX 1.13 (tcp_ep.c: "!(ep->flags & UCT_TCP_EP_FLAG_CTX_TYPE_TX)").
+    int failures_in_row = 0;
+    std::chrono::steady_clock::time_point retry_at{};
   };
   // One ucp_am_send_nbx in flight: owns what UCX reads until the send completes.
   struct SendOp {
@@ -124,6 +130,8 @@ class UcxTransport final : public Transport {
   void submit(ucp_ep_h ep, unsigned am_id, std::unique_ptr<SendOp> op, const void* header, size_t header_length,
               const void* data, size_t count, ucp_datatype_t datatype);
   void finish(std::unique_ptr<SendOp> op);
+  // A send of `generation`'s endpoints completed: the peer is reachable again, reconnects need no wait.
+  void sent_ok(int peer, uint64_t generation);
   // The endpoints to `peer` failed: closes them (force) and reports once.
   void fail_peer(int peer, const std::string& reason);
   void report_failure(int peer, const std::string& reason, bool quiet = false);
