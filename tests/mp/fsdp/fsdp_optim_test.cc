@@ -16,6 +16,7 @@
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/reduce.h"
 #include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/fsdp/fsdp_parity_util.h"
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;
@@ -26,11 +27,6 @@ namespace {
 
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
-
-Tensor rows_of(const Tensor& t, int rank, int world) {
-  const RowRange r = shard_rows(t.size(0), rank, world);
-  return t.narrow(0, r.start, r.count);
-}
 
 // One step's batch: the whole of it for the reference, this rank's rows for the sharded model.
 struct Batch {
@@ -94,10 +90,10 @@ TEST_CASE_METHOD(MpFixture, "fsdp: Adam and AdamW on shards keep sharded state a
     const auto params = sharded->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
       INFO("parameter " << i);
-      CHECK(allclose(params[i], rows_of(ref_params[i], r, ws), kRtol, kAtol));
+      CHECK(allclose(params[i], expected_shard(ref_params[i], r, ws), kRtol, kAtol));
       // The optimizer state is as sharded as the parameter.
       CHECK(opt->state(i).at("exp_avg").shape() == params[i].shape());
-      CHECK(allclose(opt->state(i).at("exp_avg_sq"), rows_of(ref_opt->state(i).at("exp_avg_sq"), r, ws), kRtol, 1e-9));
+      CHECK(allclose(opt->state(i).at("exp_avg_sq"), expected_shard(ref_opt->state(i).at("exp_avg_sq"), r, ws), kRtol, 1e-9));
     }
   }
 }
@@ -123,7 +119,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: clip_grad_norm_ uses the norm of the whole gr
       const auto params = sharded->parameters();
       for (size_t i = 0; i < params.size(); ++i) {
         const Tensor ref_g = autograd::grad(ref_params[i]);
-        CHECK(allclose(autograd::grad(params[i]), s == S::NO_SHARD ? ref_g : rows_of(ref_g, r, ws), kRtol, 1e-9));
+        CHECK(allclose(autograd::grad(params[i]), s == S::NO_SHARD ? ref_g : expected_shard(ref_g, r, ws), kRtol, 1e-9));
       }
     }
   }
@@ -149,11 +145,11 @@ TEST_CASE_METHOD(MpFixture, "fsdp: gradients accumulate over two backwards; froz
     const Tensor g = autograd::grad(params[i].second);
     if (i == 1) {
       CHECK_FALSE(g.defined());
-      CHECK(equal(params[i].second, rows_of(ref_params[i].second, r, ws)));
+      CHECK(equal(params[i].second, expected_shard(ref_params[i].second, r, ws)));
       continue;
     }
     REQUIRE(g.defined());
-    CHECK(allclose(g, rows_of(autograd::grad(ref_params[i].second), r, ws), kRtol, kAtol));
+    CHECK(allclose(g, expected_shard(autograd::grad(ref_params[i].second), r, ws), kRtol, kAtol));
   }
 }
 
@@ -210,7 +206,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: a tied weight in the root's unit and a block 
       const auto params = sharded->named_parameters();
       for (size_t i = 0; i < params.size(); ++i) {
         INFO(params[i].first << " step " << step);
-        CHECK(allclose(autograd::grad(params[i].second), rows_of(autograd::grad(ref_params[i].second), r, ws),
+        CHECK(allclose(autograd::grad(params[i].second), expected_shard(autograd::grad(ref_params[i].second), r, ws),
                        kRtol, kAtol));
       }
       reference->zero_grad();

@@ -19,6 +19,7 @@
 #include "parallel/fsdp/sharded_state_dict.h"
 #include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
+#include "tests/mp/fsdp/fsdp_parity_util.h"
 #include "tests/mp/support/default_group.h"
 #include "tests/mp/support/mp_test.h"
 
@@ -31,12 +32,6 @@ namespace {
 
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
-
-Tensor rows_of(const Tensor& t, int rank, int world) {
-  const RowRange r = shard_rows(t.size(0), rank, world);
-  return t.narrow(0, r.start, r.count);
-}
-
 
 // Shard groups of `s` consecutive ranks and replicate groups of the ranks with the same index in theirs;
 // every rank creates every group in the same order and keeps its own.
@@ -82,9 +77,9 @@ TEST_CASE_METHOD(MpFixture, "fsdp: SummonFullParams shows full parameters and wr
     sharded->parameters()[1].fill_(-3.0);  // dropped
   }
   const auto params = sharded->parameters();
-  CHECK(equal(params[0], full(rows_of(ref_params[0], r, ws).shape(), 0.5)));
-  CHECK(equal(params[1], rows_of(ref_params[1], r, ws)));
-  CHECK(params[2].shape() == rows_of(ref_params[2], r, ws).shape());
+  CHECK(equal(params[0], full(expected_shard(ref_params[0], r, ws).shape(), 0.5)));
+  CHECK(equal(params[1], expected_shard(ref_params[1], r, ws)));
+  CHECK(params[2].shape() == expected_shard(ref_params[2], r, ws).shape());
 }
 
 TEST_CASE_METHOD(MpFixture, "fsdp: full state dicts are the unsharded model's and load on another world size",
@@ -116,7 +111,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: full state dicts are the unsharded model's an
   const auto ref_params = reference->parameters();
   const auto params = other->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    CHECK(equal(params[i], rows_of(ref_params[i], g.shard->rank(), g.shard_size)));
+    CHECK(equal(params[i], expected_shard(ref_params[i], g.shard->rank(), g.shard_size)));
   }
 }
 
@@ -146,14 +141,14 @@ TEST_CASE_METHOD(MpFixture, "fsdp: HYBRID_SHARD trains like one process on the w
       INFO(params[i].first);
       const Tensor grad = autograd::grad(params[i].second);
       REQUIRE(grad.defined());
-      CHECK(allclose(grad, rows_of(autograd::grad(ref_params[i].second), g.shard->rank(), g.shard_size), kRtol, kAtol));
+      CHECK(allclose(grad, expected_shard(autograd::grad(ref_params[i].second), g.shard->rank(), g.shard_size), kRtol, kAtol));
     }
     ref_opt.step();
     opt.step();
     ref_opt.zero_grad();
     opt.zero_grad();
     for (size_t i = 0; i < params.size(); ++i) {
-      CHECK(allclose(params[i].second, rows_of(ref_params[i].second, g.shard->rank(), g.shard_size), kRtol, kAtol));
+      CHECK(allclose(params[i].second, expected_shard(ref_params[i].second, g.shard->rank(), g.shard_size), kRtol, kAtol));
     }
   }
 }
@@ -181,7 +176,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sync_module_states starts every rank from ran
   fsdp::fully_shard(*model, shared_group(), o);
   const auto want = rank0_model->parameters();
   const auto params = model->parameters();
-  for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], rows_of(want[i], rank(), size())));
+  for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], expected_shard(want[i], rank(), size())));
 }
 
 TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on M ranks and into a plain model",
@@ -219,7 +214,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on 
   fsdp::apply_fully_shard(*half, g.shard, {}, fsdp::module_type_policy({"Linear"}));
   fsdp::load_sharded_state_dicts(*half, all);
   const auto params = half->parameters();
-  for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], rows_of(want[i], g.shard->rank(), g.shard_size)));
+  for (size_t i = 0; i < params.size(); ++i) CHECK(equal(params[i], expected_shard(want[i], g.shard->rank(), g.shard_size)));
 
   // A dict that is neither shards nor copies is named.
   std::vector<nn::StateDict> broken = all;
@@ -284,6 +279,6 @@ TEST_CASE_METHOD(MpFixture, "fsdp: full optimizer state dicts equal the unsharde
   const auto ref_params = reference->parameters();
   const auto params = half->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    CHECK(allclose(params[i], rows_of(ref_params[i], me, g.shard_size), kRtol, kAtol));
+    CHECK(allclose(params[i], expected_shard(ref_params[i], me, g.shard_size), kRtol, kAtol));
   }
 }

@@ -20,16 +20,9 @@
 namespace braid::nn {
 namespace {
 
+using testing::check_close;
 using testing::set_values;
 using testing::values_of;
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(want[i]).margin(tol));
-  }
-}
 
 Tensor random_input(const Shape& shape, uint64_t seed, DType dtype = DType::Float32) {
   Generator gen(seed);

@@ -25,16 +25,9 @@
 namespace braid::nn {
 namespace {
 
+using testing::check_close;
 using testing::set_values;
 using testing::values_of;
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(want[i]).margin(tol));
-  }
-}
 
 // 1-D unless a shape is given (from_vector makes a single value 0-dim).
 Tensor indices(const std::vector<int64_t>& v, const Shape& shape = {}) {

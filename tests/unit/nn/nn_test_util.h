@@ -1,8 +1,10 @@
-// Helpers shared by the nn tests: writing values into parameters, reading values out, and a scratch
-// directory that removes itself.
+// Helpers shared by the nn tests: writing values into parameters, reading values out, comparing them,
+// and a scratch directory that removes itself.
 #pragma once
 
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -20,6 +22,15 @@ namespace braid::nn::testing {
 inline void set_values(const Tensor& t, const std::vector<double>& values) {
   autograd::NoGradGuard no_grad;
   t.copy_(from_vector(values, t.shape()));
+}
+
+// Element by element within an absolute `tol`, naming the first elements that differ.
+inline void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).margin(tol));
+  }
 }
 
 // Row-major values; a sparse tensor is densified first.
