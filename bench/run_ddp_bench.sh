@@ -34,21 +34,13 @@ mkdir -p "$out"
 rm -f "$out"/*.txt "$out"/*.log
 
 read -r -a backends <<<"${BACKENDS:-mpi gloo}"
-if ! "$braid" info --json | python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin)["backends"].get("gloo", {}).get("built") else 1)'
-then
-  backends=("${backends[@]/gloo/}")
-fi
-torch_py=""
-for py in python3 /usr/bin/python3; do
-  if "$py" -c "import torch.distributed" 2>/dev/null; then torch_py="$py"; break; fi
-done
-[[ -n "$torch_py" ]] || echo "PyTorch is not importable (apt-get install python3-torch): no PyTorch reference"
+source "$root/bench/driver_lib.sh"
+if ! braid_built "$braid" gloo; then backends=("${backends[@]/gloo/}"); fi
+find_torch_python torch.distributed
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source "$root/bench/openblas_env.sh"
 pick_openblas_coretype "$braid"
 bind="${MPIRUN_BIND:-none}"
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, build $(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for run in $(seq 1 "$runs"); do
   for b in "${backends[@]}"; do

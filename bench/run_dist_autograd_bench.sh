@@ -29,22 +29,14 @@ out="$build/dist-autograd-bench"
 mkdir -p "$out"
 rm -f "$out"/*.txt "$out"/*.log
 
+source "$root/bench/driver_lib.sh"
 transports=(tcp)
-if "$braid" info --json | python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin)["backends"].get("ucx", {}).get("built") else 1)'
-then
-  transports+=(ucx)
-fi
-torch_py=""
-for py in python3 /usr/bin/python3; do
-  if "$py" -c "import torch.distributed.autograd" 2>/dev/null; then torch_py="$py"; break; fi
-done
-[[ -n "$torch_py" ]] || echo "PyTorch is not importable (apt-get install python3-torch): no PyTorch reference"
+if braid_built "$braid" ucx; then transports+=(ucx); fi
+find_torch_python torch.distributed.autograd
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source "$root/bench/openblas_env.sh"
 pick_openblas_coretype "$braid"
 bind="${MPIRUN_BIND:-none}"
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for run in $(seq 1 "$runs"); do
   for t in "${transports[@]}"; do
