@@ -1,0 +1,185 @@
+// A training job as its YAML job file describes it (docs/JOBS.md is the reference of every key).
+//
+//   name: hybrid                      # default: the file's stem
+//   backend: gloo                     # mpi | gloo | nccl: the default process group and DDP/FSDP's
+//   rpc: {transport: tcp, timeout_s: 60}
+//   roles: {trainers: [0, 1, 2, 3], workers: [4], master: 5}   # or counts: {trainers: 4, workers: 1, master: 1}
+//   model: {kind: hybrid, args: {...}}                        # or {kind: sequential, layers: [...]}
+//   loss: weighted_sum                # cross_entropy | mse | weighted_sum (sum(output * target), seed 000)
+//   data: {kind: seed000, partition: contiguous, uneven: false}
+//   optimizer: {kind: sgd, lr: 0.05}
+//   ddp: {mode: outside}              # none | inside | outside
+//   train: {epochs: 1, steps: 0, batch_size: 4, seed: 0}
+//   checkpoint: {dir: ckpt, interval: 10}
+//   log: {level: info, interval: 10, metrics: metrics.jsonl}
+//
+// parse_job_file() reads and validates a file; every error is an InvalidArgument that names the file, the
+// key (dotted: "optimizer.lr") and the reason, and unknown keys are errors too. apply_override() applies one
+// `--set KEY=VALUE` with the same checks. Paths in the file are relative to the file's directory and are
+// stored resolved (absolute).
+//
+// Roles are checked against the world size only at run time (check_world_size), since `braid check` runs
+// outside any launcher.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace braid::runtime {
+
+enum class Backend { Mpi, Gloo, Nccl };
+enum class RpcTransport { Tcp, Ucx };
+enum class DdpMode { None, Inside, Outside };
+enum class LossKind { CrossEntropy, Mse, WeightedSum };
+enum class OptimizerKind { None, Sgd, Adam, AdamW };
+enum class DataKind { Synthetic, Csv, Binary, Seed000 };
+// interleaved: DistributedSampler's rank::num_replicas; contiguous: trainer t takes the t-th block.
+enum class Partition { Interleaved, Contiguous };
+enum class ShardingStrategy { FullShard, ShardGradOp, NoShard, HybridShard };
+
+// Which ranks play which role. After parsing, the three are explicit rank lists (counts are expanded in
+// order: trainers first, then workers, then the master), disjoint, and there is at least one trainer.
+struct RolesSpec {
+  std::vector<int> trainers;
+  std::vector<int> workers;
+  std::optional<int> master;  // none: the first trainer drives the job
+  int world_size() const;     // how many ranks the roles name
+};
+
+struct RpcSpec {
+  RpcTransport transport = RpcTransport::Tcp;
+  double timeout_s = 60;  // the default timeout of every RPC
+};
+
+struct ModelSpec {
+  std::string kind;        // a registered model name (runtime/models/model_registry.h)
+  nlohmann::json args;     // an object: the model's arguments, checked by its definition
+  nlohmann::json layers;   // an array, for kind "sequential": [{kind: linear, in: 64, out: 32}, {kind: relu}]
+  uint64_t init_seed = 0;  // parameters are drawn from a generator seeded with it, the same on every trainer
+};
+
+struct DataSpec {
+  DataKind kind = DataKind::Synthetic;
+  // csv/binary: the training file and an optional held-out test file (absolute after parsing).
+  std::string path;
+  std::string test_path;
+  // csv: whether the first line is a header; the label column (negative counts from the end) and the
+  // feature columns (empty: every other column).
+  bool header = false;
+  int label_column = -1;
+  std::vector<int> feature_columns;
+  double feature_scale = 1.0;  // features are multiplied by it (e.g. 1/16 for the digits' 0..16 pixels)
+  // synthetic: samples drawn from a fixed random teacher, with this seed.
+  int64_t num_samples = 1024;
+  int num_features = 16;
+  int num_classes = 4;  // 0: regression targets
+  uint64_t seed = 0;
+  // sampling
+  Partition partition = Partition::Interleaved;
+  bool shuffle = true;     // reshuffled every epoch from (train.seed, epoch), identically on every trainer
+  bool drop_last = false;  // false: pad with repeated samples to a multiple of the trainer count
+  // seed 000's uneven inputs: each batch is split into micro-batches of `micro_batch` rows, and the first
+  // half of the trainers keep only the first half of them (DDP's join() then balances the collectives).
+  bool uneven = false;
+  int micro_batch = 0;  // 0: one micro-batch per batch
+};
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double lr = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct DdpSpec {
+  DdpMode mode = DdpMode::Outside;
+  double bucket_cap_mb = 25;
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool static_graph = false;
+};
+
+struct FsdpSpec {
+  bool enabled = false;  // exclusive with ddp.mode inside/outside
+  ShardingStrategy sharding_strategy = ShardingStrategy::FullShard;
+  std::vector<std::string> wrap;  // child module names (dotted) that become their own FSDP units
+  std::optional<std::string> param_dtype;   // "float16" | "bfloat16" | "float32"
+  std::optional<std::string> reduce_dtype;
+};
+
+struct TrainSpec {
+  int epochs = 1;
+  int64_t steps = 0;     // a limit on the total steps (0: every step of every epoch)
+  int batch_size = 16;   // per trainer
+  uint64_t seed = 0;     // shuffling and dropout
+  int eval_every = 0;    // steps between evaluations on the test split (0: at the end of each epoch only)
+};
+
+struct CheckpointSpec {
+  std::string dir;   // empty: no checkpoints (absolute after parsing)
+  int interval = 0;  // steps between checkpoints (0: only on a signal and at the end)
+  int keep = 2;      // how many complete checkpoints to keep
+};
+
+struct LogSpec {
+  std::string level = "info";
+  int interval = 10;       // steps between progress lines
+  std::string metrics;     // metrics.jsonl path (absolute after parsing; empty: none)
+};
+
+struct FailureSpec {
+  double timeout_s = 60;   // every rank exits within this bound after another rank dies or a role fails
+  double heartbeat_s = 2;  // how often the driver and every rank check on each other
+  double context_ttl_s = 300;  // a distributed-autograd context left by a dead trainer is swept after it
+};
+
+struct JobSpec {
+  std::string file;  // the job file's path as given ("" for a job made in code)
+  std::string name;
+  Backend backend = Backend::Gloo;
+  RpcSpec rpc;
+  RolesSpec roles;
+  ModelSpec model;
+  LossKind loss = LossKind::CrossEntropy;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  DdpSpec ddp;
+  FsdpSpec fsdp;
+  TrainSpec train;
+  CheckpointSpec checkpoint;
+  LogSpec log;
+  FailureSpec failure;
+  std::string status_file;  // where the driver publishes its status endpoint (default: <file dir>/.braid-status-<name>)
+};
+
+// Reads and validates `path`. Throws InvalidArgument "<path>: <key>: <reason>" (with the line when known).
+JobSpec parse_job_file(const std::string& path);
+// The same from YAML text; `origin` names it in errors and `base_dir` resolves relative paths.
+JobSpec parse_job_text(const std::string& yaml, const std::string& origin, const std::string& base_dir);
+
+// Applies one "KEY=VALUE" (dotted key, YAML value: `optimizer.lr=0.1`, `roles.trainers=[0,1]`), then
+// re-validates the whole job. Throws InvalidArgument "--set KEY=VALUE: <reason>" and leaves `job` unchanged.
+void apply_override(JobSpec& job, const std::string& assignment);
+
+// InvalidArgument when the roles do not name exactly ranks 0..world_size-1.
+void check_world_size(const JobSpec& job, int world_size);
+
+// The job as JSON (every key, defaults included): `braid check --print`, and the copy kept with checkpoints.
+nlohmann::json to_json(const JobSpec& job);
+
+// Names as the job file writes them ("gloo", "outside", "cross_entropy", ...).
+std::string to_string(Backend v);
+std::string to_string(DdpMode v);
+std::string to_string(LossKind v);
+std::string to_string(OptimizerKind v);
+std::string to_string(DataKind v);
+std::string to_string(ShardingStrategy v);
+
+}  // namespace braid::runtime
