@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "cli/bench_command.h"
 #include "cli/info_command.h"
+#include "cli/run_command.h"
 #include "runtime/build_info.h"
 #include "runtime/launch_env.h"
 
@@ -28,10 +29,12 @@ constexpr const char* kDescription =
     "per rank, started by a launcher (mpirun, srun); each process finds its rank and the job size in the\n"
     "launcher's environment (OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE).\n"
     "\n"
-    "Status: training jobs (`braid run`) arrive with the runtime layer; README.md says what works today.";
+    "Training jobs: `mpirun -np 6 braid run examples/hybrid/job.yaml` runs the job file's roles, one per rank.";
 
 constexpr const char* kFooter =
     "Examples:\n"
+    "  mpirun -np 6 --oversubscribe braid run examples/hybrid/job.yaml\n"
+    "                                      train seed 000's hybrid model (4 trainers, a worker, a master)\n"
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
@@ -88,6 +91,8 @@ int main(int argc, char** argv) {
   CLI::App* info = braid::cli::add_info_command(app, info_options);
   braid::cli::BenchOptions bench_options;
   CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
+  braid::cli::RunOptions run_options;
+  CLI::App* run = braid::cli::add_run_command(app, run_options);
 
   try {
     app.parse(argc, argv);
@@ -113,6 +118,7 @@ int main(int argc, char** argv) {
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
+    if (run->parsed()) return braid::cli::run_run_command(run_options, env);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {

@@ -96,4 +96,20 @@ size_t num_contexts() { return ContextTable::instance().size(); }
 
 bool has_context(int64_t context_id) { return ContextTable::instance().find(context_id) != nullptr; }
 
+std::vector<ContextInfo> list_contexts() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<ContextInfo> out;
+  for (const auto& state : ContextTable::instance().all()) {
+    out.push_back(ContextInfo{state->id(), static_cast<int>(state->id() >> 48)  /* the worker id bits: context.h */, now - state->created()});
+  }
+  return out;
+}
+
+bool release_context(int64_t context_id) {
+  if (!has_context(context_id)) return false;
+  const auto backpressure = rpc::is_initialized() ? rpc::current_agent().default_timeout() : rpc::Millis(5000);
+  PendingReleases::instance().track(context_id, release_everywhere(context_id, -1), backpressure);
+  return true;
+}
+
 }  // namespace braid::dist_autograd

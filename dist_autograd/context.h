@@ -108,4 +108,16 @@ size_t num_contexts();
 // Whether this worker holds context `context_id`.
 bool has_context(int64_t context_id);
 
+// A context this worker holds, for sweeping those a dead trainer left behind: nothing else would ever
+// release them (their creator's Context destructor never runs), and each keeps its graph's saved tensors.
+struct ContextInfo {
+  int64_t id = -1;
+  int creator = -1;  // the worker id of the worker that started it (the id's high bits)
+  std::chrono::steady_clock::duration age{};  // since this worker first saw it
+};
+std::vector<ContextInfo> list_contexts();
+// Releases context `context_id` here and, best effort, on the workers it exchanged messages with (a
+// failure, e.g. its dead creator, is logged, not thrown). False when this worker does not hold it.
+bool release_context(int64_t context_id);
+
 }  // namespace braid::dist_autograd

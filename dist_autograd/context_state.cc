@@ -126,6 +126,14 @@ std::shared_ptr<ContextState> ContextTable::erase(int64_t id) {
   return state;
 }
 
+std::vector<std::shared_ptr<ContextState>> ContextTable::all() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<ContextState>> out;
+  out.reserve(contexts_.size());
+  for (const auto& [id, state] : contexts_) out.push_back(state);
+  return out;
+}
+
 size_t ContextTable::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return contexts_.size();

@@ -6,6 +6,7 @@
 // states for contexts started here (Context) and on demand for contexts that arrive with an RPC.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -35,8 +36,11 @@ class ContextGradSink final : public autograd::GradSink {
 
 class ContextState {
  public:
-  explicit ContextState(int64_t id) : id_(id) {}
+  explicit ContextState(int64_t id) : id_(id), created_(std::chrono::steady_clock::now()) {}
   int64_t id() const { return id_; }
+  // When this worker first saw the context (its age is what the runtime's sweep of abandoned contexts
+  // looks at).
+  std::chrono::steady_clock::time_point created() const { return created_; }
 
   void add_known_worker(int worker);
   std::vector<int> known_workers() const;
@@ -53,6 +57,7 @@ class ContextState {
 
  private:
   const int64_t id_;
+  const std::chrono::steady_clock::time_point created_;
   mutable std::mutex mu_;
   std::set<int> known_workers_;                                               // GUARDED_BY(mu_)
   std::unordered_map<int64_t, std::shared_ptr<SendRpcBackward>> sends_;       // GUARDED_BY(mu_)
@@ -76,6 +81,8 @@ class ContextTable {
   // Removes and returns the context (null when absent). The caller drops the graph outside the lock.
   std::shared_ptr<ContextState> erase(int64_t id);
   size_t size() const;
+  // Every context held here, in no particular order.
+  std::vector<std::shared_ptr<ContextState>> all() const;
 
  private:
   mutable std::mutex mu_;

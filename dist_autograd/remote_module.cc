@@ -59,6 +59,22 @@ RemoteModule::RemoteModule(std::string_view remote_device, const std::string& mo
   }
 }
 
+RemoteModule::RemoteModule(RemoteDevice device, std::string module_class, rpc::RRef module_rref)
+    : remote_device_(std::move(device)), module_class_(std::move(module_class)), module_rref_(std::move(module_rref)) {
+  owner_ = remote_device_.worker();
+}
+
+RemoteModule RemoteModule::from_rref(std::string_view remote_device, const std::string& module_class,
+                                     rpc::RRef module_rref) {
+  BRAID_CHECK_ARG(module_rref.defined(), "RemoteModule('{}', {}): the module RRef is undefined", remote_device,
+                  module_class);
+  RemoteModule m(RemoteDevice::parse(remote_device), module_class, std::move(module_rref));
+  BRAID_CHECK_ARG(m.module_rref_.owner_name() == m.owner_.name,
+                  "{}: the module RRef is owned by '{}', not by the device's worker '{}'", m.describe(),
+                  m.module_rref_.owner_name(), m.owner_.name);
+  return m;
+}
+
 std::string RemoteModule::describe() const {
   return fmt::format("RemoteModule('{}', {})", remote_device_.str(), module_class_);
 }

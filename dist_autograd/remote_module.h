@@ -44,6 +44,13 @@ class RemoteModule {
   // error (RemoteError naming it) when the module cannot be made there.
   RemoteModule(std::string_view remote_device, const std::string& module_class, const rpc::Args& args = {});
 
+  // A handle on a module that already exists: `module_rref` is the module_rref() of a RemoteModule made
+  // elsewhere (e.g. by a job's driver, which hands it to each trainer). Nothing is created or waited for;
+  // InvalidArgument for a bad remote_device, an undefined RRef or an RRef owned by another worker than the
+  // device names.
+  static RemoteModule from_rref(std::string_view remote_device, const std::string& module_class,
+                                rpc::RRef module_rref);
+
   // forward(input) for a module with one input and one output (InvalidArgument naming the count when
   // the module returned several outputs; use forward_many).
   Tensor forward(const Tensor& input) const;
@@ -67,6 +74,7 @@ class RemoteModule {
   const std::string& module_class() const { return module_class_; }
 
  private:
+  RemoteModule(RemoteDevice device, std::string module_class, rpc::RRef module_rref);
   // "RemoteModule('worker0/cpu', nn.Linear)" for messages.
   std::string describe() const;
 

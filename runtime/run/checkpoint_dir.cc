@@ -1,0 +1,101 @@
+#include "runtime/run/checkpoint_dir.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "base/check.h"
+#include "base/logging.h"
+
+namespace braid::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  BRAID_CHECK_ARG(fd >= 0, "checkpoint: cannot open '{}' to sync it", path);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  BRAID_CHECK_ARG(rc == 0, "checkpoint: fsync of '{}' failed", path);
+}
+
+constexpr const char* kPrefix = "step-";
+
+}  // namespace
+
+std::string step_dir_name(int64_t step) { return fmt::format("{}{:08}", kPrefix, step); }
+
+std::string rank_state_path(const std::string& step_dir, int rank) {
+  return (fs::path(step_dir) / fmt::format("rank-{}.brsd", rank)).string();
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    BRAID_CHECK_ARG(out.good(), "checkpoint: cannot write '{}'", tmp);
+    out << text;
+    out.flush();
+    BRAID_CHECK_ARG(out.good(), "checkpoint: writing '{}' failed", tmp);
+  }
+  fsync_path(tmp, O_RDONLY);
+  fs::rename(tmp, path);
+  fsync_path(fs::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+}
+
+std::string make_step_dir(const std::string& dir, int64_t step) {
+  const fs::path p = fs::path(dir) / step_dir_name(step);
+  fs::create_directories(p);
+  return p.string();
+}
+
+void commit_checkpoint(const std::string& dir, const std::string& step_dir, const nlohmann::json& meta, int keep) {
+  write_file_atomically((fs::path(step_dir) / "meta.json").string(), meta.dump(2) + "\n");
+  write_file_atomically((fs::path(dir) / "latest").string(), fs::path(step_dir).filename().string() + "\n");
+  // Keep the newest `keep` complete checkpoints; the names sort by step (zero-padded).
+  std::vector<fs::path> complete;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind(kPrefix, 0) == 0 && fs::exists(e.path() / "meta.json")) complete.push_back(e.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  const size_t keep_n = static_cast<size_t>(std::max(keep, 1));
+  for (size_t i = 0; i + keep_n < complete.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(complete[i], ec);
+    if (ec) logging::get("braid.run")->warn("checkpoint: cannot remove old '{}': {}", complete[i].string(), ec.message());
+  }
+}
+
+std::optional<CheckpointRef> read_latest(const std::string& dir) {
+  const fs::path latest = fs::path(dir) / "latest";
+  if (!fs::exists(latest)) return std::nullopt;
+  std::ifstream in(latest);
+  std::string name;
+  std::getline(in, name);
+  const fs::path step_dir = fs::path(dir) / name;
+  const fs::path meta = step_dir / "meta.json";
+  BRAID_CHECK_ARG(!name.empty() && fs::exists(meta), "checkpoint: '{}' names '{}', which is not a complete checkpoint "
+                  "(no {})", latest.string(), name, meta.string());
+  std::ifstream m(meta);
+  std::stringstream text;
+  text << m.rdbuf();
+  CheckpointRef ref;
+  ref.step_dir = fs::absolute(step_dir).string();
+  try {
+    ref.meta = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    BRAID_THROW(InvalidArgument, "checkpoint: '{}' is not valid JSON: {}", meta.string(), e.what());
+  }
+  return ref;
+}
+
+}  // namespace braid::runtime

@@ -1,0 +1,365 @@
+#include "runtime/run/driver.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "rpc/api.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/run/checkpoint_dir.h"
+#include "runtime/run/grad_dump.h"
+#include "runtime/run/rank_service.h"
+#include "runtime/run/roles.h"
+
+namespace braid::runtime {
+
+using rpc::Args;
+using rpc::Value;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+rpc::Millis ms(double seconds) { return rpc::Millis(static_cast<int64_t>(seconds * 1000)); }
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::shared_ptr<spdlog::logger> log() { return logging::get("braid.run"); }
+
+// The ranks other than this one.
+std::vector<int> other_ranks(int world_size, int self) {
+  std::vector<int> out;
+  for (int r = 0; r < world_size; ++r) {
+    if (r != self) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+Driver::Driver(const JobSpec& job, const JobRuntime& runtime, RunOptions options)
+    : job_(job), runtime_(runtime), options_(std::move(options)), metrics_(job.log.metrics) {
+  if (!options_.dump_grads.empty()) dump_ = std::make_unique<GradDumpWriter>(options_.dump_grads);
+  heartbeat_ = std::thread([this] { heartbeat_loop(); });
+}
+
+Driver::~Driver() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_heartbeat_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void Driver::fail(int rank, const std::string& why) {
+  const std::string message = fmt::format("{} failed: {}", describe_rank(job_, rank), why);
+  if (failing_.exchange(true)) {
+    // Another thread is already failing the job; it exits the process.
+    std::this_thread::sleep_for(ms(job_.failure.timeout_s));
+  }
+  log()->error("{}", message);
+  // Best effort, bounded: the other ranks exit on their own watchdog anyway.
+  std::vector<Future<Value>> aborts;
+  for (int r : other_ranks(runtime_.world_size(), runtime_.rank())) {
+    if (r == rank) continue;
+    try {
+      aborts.push_back(rpc::rpc_async(worker_name(r), "braid.abort", {Value(message)}, rpc::Millis(2000)));
+    } catch (const std::exception&) {
+    }
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (auto& f : aborts) {
+    try {
+      f.wait(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(deadline - Clock::now(), Clock::duration{})));
+    } catch (const std::exception&) {
+    }
+  }
+  RankService::instance().abort_process(fmt::format("stopping the job: {}", message));
+}
+
+void Driver::heartbeat_loop() {
+  const auto period = ms(job_.failure.heartbeat_s);
+  const auto bound = ms(job_.failure.timeout_s);
+  const std::vector<int> ranks = other_ranks(runtime_.world_size(), runtime_.rank());
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, period, [&] { return stop_heartbeat_; })) {
+    lock.unlock();
+    std::vector<std::pair<int, Future<Value>>> pings;
+    for (int r : ranks) {
+      try {
+        pings.emplace_back(r, rpc::rpc_async(worker_name(r), "braid.ping", {}, bound));
+      } catch (const std::exception& e) {
+        fail(r, fmt::format("cannot reach it: {}", e.what()));
+      }
+    }
+    for (auto& [r, f] : pings) {
+      try {
+        f.value(bound + rpc::Millis(1000));
+      } catch (const std::exception& e) {
+        lock.lock();
+        const bool stopping = stop_heartbeat_;
+        lock.unlock();
+        if (!stopping) fail(r, fmt::format("no answer to the heartbeat: {}", e.what()));
+      }
+    }
+    lock.lock();
+  }
+}
+
+std::vector<Value> Driver::wait_all(std::vector<Future<Value>>& futures, const std::vector<int>& ranks,
+                                    const std::string& what) {
+  std::vector<Value> out;
+  const auto bound = ms(job_.rpc.timeout_s) + rpc::Millis(5000);
+  for (size_t i = 0; i < futures.size(); ++i) {
+    try {
+      out.push_back(futures[i].value(bound));
+    } catch (const std::exception& e) {
+      fail(ranks[i], fmt::format("{}: {}", what, e.what()));
+    }
+  }
+  return out;
+}
+
+void Driver::create_remote_parts() {
+  const ModelDefinition& def = get_model(job_.model.kind);
+  if (!def.remote_parts) return;
+  const nlohmann::json args = job_.model.args.is_object() ? job_.model.args : nlohmann::json::object();
+  const std::vector<RemotePart> parts = def.remote_parts(args);
+  BRAID_CHECK_ARG(parts.empty() || !job_.roles.workers.empty(),
+                  "{}: model '{}' has parts that live on workers, but roles names no worker", job_.file, job_.model.kind);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    int rank = job_.roles.workers[i % job_.roles.workers.size()];
+    if (args.contains("worker")) rank = args["worker"].get<int>();
+    BRAID_CHECK_ARG(role_of(job_, rank) == Role::Worker, "model.args.worker: rank {} is not a worker", rank);
+    const std::string device = worker_name(rank) + "/cpu";
+    auto module = std::make_shared<dist_autograd::RemoteModule>(device, parts[i].module_class, parts[i].args);
+    parts_.push_back({RemotePartHandle{parts[i].name, device, parts[i].module_class, module->module_rref()}, rank});
+    remote_modules_.push_back(std::move(module));
+    log()->debug("remote part '{}' ({}) on {}", parts[i].name, parts[i].module_class, describe_rank(job_, rank));
+  }
+}
+
+void Driver::create_trainers() {
+  std::vector<RemotePartHandle> handles;
+  for (const auto& p : parts_) handles.push_back(p.handle);
+  const Value parts = encode_parts(handles);
+  const std::string job_text = to_json(job_).dump();
+  // Every trainer's constructor is collective (DDP and FSDP broadcast over the trainers' group): make them
+  // all, then wait.
+  for (size_t t = 0; t < job_.roles.trainers.size(); ++t) {
+    trainers_.push_back(rpc::remote(worker_name(job_.roles.trainers[t]), kTrainerClass,
+                                    {Value(static_cast<int64_t>(t)), Value(job_text), parts}));
+  }
+  std::vector<Future<Value>> infos;
+  for (auto& t : trainers_) infos.push_back(t.rpc_async().call("info", {}));
+  const auto answers = wait_all(infos, job_.roles.trainers, "creating its trainer");
+  const rpc::Dict& info = answers.at(0).as_dict();
+  num_batches_ = std::max<int64_t>(info.find("num_batches")->as_int(), 1);
+  has_test_ = info.find("has_test")->as_bool();
+}
+
+int64_t Driver::resume_step() {
+  if (!options_.resume) return 0;
+  BRAID_CHECK_ARG(!job_.checkpoint.dir.empty(), "--resume: {} sets no checkpoint.dir", job_.file);
+  const auto ref = read_latest(job_.checkpoint.dir);
+  if (!ref) {
+    log()->warn("--resume: no checkpoint in {} yet; starting from step 0", job_.checkpoint.dir);
+    return 0;
+  }
+  const int saved_world = ref->meta.at("world_size").get<int>();
+  BRAID_CHECK_ARG(saved_world == runtime_.world_size(), "--resume: {} was saved by {} ranks, this job has {}",
+                  ref->step_dir, saved_world, runtime_.world_size());
+  std::vector<Future<Value>> loads;
+  std::vector<int> ranks;
+  for (size_t t = 0; t < trainers_.size(); ++t) {
+    const int rank = job_.roles.trainers[t];
+    loads.push_back(trainers_[t].rpc_async().call("load", {Value(rank_state_path(ref->step_dir, rank))}));
+    ranks.push_back(rank);
+  }
+  for (int w : job_.roles.workers) {
+    rpc::ValueList mine;
+    for (const auto& p : parts_) {
+      if (p.rank == w) mine.push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
+    }
+    if (mine.empty()) continue;
+    loads.push_back(rpc::rpc_async(worker_name(w), "braid.load_modules",
+                                   {Value(rank_state_path(ref->step_dir, w)), rpc::list(std::move(mine))}));
+    ranks.push_back(w);
+  }
+  wait_all(loads, ranks, "loading the checkpoint");
+  const int64_t step = ref->meta.at("step").get<int64_t>();
+  log()->info("resumed from {} (step {})", ref->step_dir, step);
+  return step;
+}
+
+Driver::StepTotals Driver::run_step(int64_t step, int64_t epoch, int64_t batch) {
+  const bool want_grads = !options_.dump_grads.empty();
+  std::vector<Future<Value>> futures;
+  for (auto& t : trainers_) {
+    futures.push_back(t.rpc_async().call("train_step", {Value(epoch), Value(batch), Value(want_grads)}));
+  }
+  const auto results = wait_all(futures, job_.roles.trainers, fmt::format("step {}", step));
+  StepTotals totals;
+  double weighted = 0;
+  for (size_t t = 0; t < results.size(); ++t) {
+    const rpc::Dict& r = results[t].as_dict();
+    const int64_t n = r.find("samples")->as_int();
+    weighted += r.find("loss")->as_double() * static_cast<double>(n);
+    totals.samples += n;
+    if (want_grads) {
+      const auto& micro = r.find("microbatches")->items();
+      for (size_t m = 0; m < micro.size(); ++m) {
+        const rpc::Dict& mb = micro[m].as_dict();
+        dump_->write(job_.roles.trainers[t], step, static_cast<int64_t>(m), mb.find("loss")->as_double(),
+                    mb.find("grads")->as_dict());
+      }
+    }
+  }
+  totals.loss = totals.samples > 0 ? weighted / static_cast<double>(totals.samples) : 0;
+  return totals;
+}
+
+void Driver::evaluate(int64_t step, int64_t epoch) {
+  std::vector<Future<Value>> futures;
+  for (auto& t : trainers_) futures.push_back(t.rpc_async().call("evaluate", {}));
+  const auto results = wait_all(futures, job_.roles.trainers, "evaluating");
+  double loss = 0, correct = 0;
+  int64_t samples = 0;
+  for (const auto& v : results) {
+    const rpc::Dict& r = v.as_dict();
+    loss += r.find("loss_sum")->as_double();
+    correct += r.find("correct")->as_double();
+    samples += r.find("samples")->as_int();
+  }
+  if (samples == 0) return;
+  const double mean_loss = loss / static_cast<double>(samples);
+  const double acc = correct / static_cast<double>(samples);
+  progress_.line(fmt::format("eval after step {} (epoch {}): loss {:.4f} accuracy {:.2f}% ({} test samples)", step,
+                             epoch, mean_loss, acc * 100, samples));
+  metrics_.write({{"step", step}, {"epoch", epoch}, {"eval_loss", mean_loss}, {"eval_accuracy", acc},
+                  {"eval_samples", samples}});
+  last_accuracy_ = acc;
+}
+
+std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
+  if (job_.checkpoint.dir.empty()) return "";
+  RankService::instance().set_status("checkpointing", step);
+  const std::string dir = make_step_dir(job_.checkpoint.dir, step);
+  std::vector<Future<Value>> saves;
+  std::vector<int> ranks;
+  for (size_t t = 0; t < trainers_.size(); ++t) {
+    const int rank = job_.roles.trainers[t];
+    saves.push_back(trainers_[t].rpc_async().call("save", {Value(rank_state_path(dir, rank))}));
+    ranks.push_back(rank);
+  }
+  for (int w : job_.roles.workers) {
+    rpc::ValueList mine;
+    for (const auto& p : parts_) {
+      if (p.rank == w) mine.push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
+    }
+    saves.push_back(rpc::rpc_async(worker_name(w), "braid.save_modules",
+                                   {Value(rank_state_path(dir, w)), rpc::list(std::move(mine))}));
+    ranks.push_back(w);
+  }
+  wait_all(saves, ranks, "saving its checkpoint");
+  nlohmann::json roles{{"trainers", job_.roles.trainers}, {"workers", job_.roles.workers}};
+  if (job_.roles.master) roles["master"] = *job_.roles.master;
+  const nlohmann::json meta{{"step", step},
+                            {"epoch", epoch},
+                            {"world_size", runtime_.world_size()},
+                            {"roles", roles},
+                            {"job", to_json(job_)}};
+  commit_checkpoint(job_.checkpoint.dir, dir, meta, job_.checkpoint.keep);
+  log()->info("checkpoint after step {}: {}", step, dir);
+  return dir;
+}
+
+void Driver::destroy_trainers() {
+  std::vector<Future<Value>> futures;
+  for (auto& t : trainers_) futures.push_back(t.rpc_async().call("destroy", {}));
+  wait_all(futures, job_.roles.trainers, "destroying its trainer");
+  trainers_.clear();
+  remote_modules_.clear();
+  parts_.clear();
+}
+
+void Driver::stop_everyone(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_heartbeat_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  std::vector<Future<Value>> stops;
+  std::vector<int> ranks = other_ranks(runtime_.world_size(), runtime_.rank());
+  for (int r : ranks) stops.push_back(rpc::rpc_async(worker_name(r), "braid.stop", {Value(message)}));
+  wait_all(stops, ranks, "stopping");
+}
+
+int Driver::run() {
+  const auto start = Clock::now();
+  int64_t done = 0;
+  try {
+    RankService::instance().set_status("starting", 0);
+    create_remote_parts();
+    create_trainers();
+    done = resume_step();
+  } catch (const std::exception& e) {
+    fail(runtime_.rank(), e.what());
+  }
+  const int64_t total = job_.train.steps > 0 ? job_.train.steps : int64_t{job_.train.epochs} * num_batches_;
+  const int64_t total_epochs = (total + num_batches_ - 1) / num_batches_;
+  log()->info("training {} steps ({} per epoch, {} trainers) from step {}", total, num_batches_, trainers_.size(), done);
+  int64_t samples_total = 0;
+  double last_loss = 0;
+  const auto loop_start = Clock::now();
+  std::optional<std::string> stop_signal;
+  try {
+    while (done < total) {
+      const int64_t epoch = done / num_batches_;
+      RankService::instance().set_status("training", done);
+      const StepTotals st = run_step(done + 1, epoch, done % num_batches_);
+      ++done;
+      samples_total += st.samples;
+      last_loss = st.loss;
+      StepReport rep{done, total, epoch + 1, total_epochs, st.loss, st.samples, 0, since(loop_start)};
+      rep.samples_per_s = rep.elapsed_s > 0 ? static_cast<double>(samples_total) / rep.elapsed_s : 0;
+      metrics_.write(step_record(rep));
+      if (done % std::max(job_.log.interval, 1) == 0 || done == total) progress_.step(rep);
+      const bool epoch_end = done % num_batches_ == 0;
+      if (has_test_ && (epoch_end || (job_.train.eval_every > 0 && done % job_.train.eval_every == 0))) {
+        evaluate(done, epoch + 1);
+      }
+      if (job_.checkpoint.interval > 0 && done % job_.checkpoint.interval == 0 && done < total) {
+        save_checkpoint(done, epoch + 1);
+      }
+      stop_signal = RankService::instance().take_driver_stop();
+      if (stop_signal) break;
+    }
+    RankService::instance().set_status("stopping", done);
+    const std::string ckpt = save_checkpoint(done, (done + num_batches_ - 1) / num_batches_);
+    destroy_trainers();
+    std::string message = "the job is done";
+    if (stop_signal) {
+      message = fmt::format("stopping on {} after step {}; checkpoint {}", *stop_signal, done, ckpt.empty() ? "none (no checkpoint.dir)" : ckpt);
+      log()->warn("{}", message);
+    }
+    const double elapsed = since(start);
+    std::string summary = fmt::format("{} {} steps in {}: final loss {:.4f}", stop_signal ? "stopped after" : "done:",
+                                      done, format_duration(elapsed), last_loss);
+    if (last_accuracy_) summary += fmt::format(", test accuracy {:.2f}%", *last_accuracy_ * 100);
+    summary += fmt::format(", {} samples/s", format_count(samples_total / std::max(since(loop_start), 1e-9)));
+    progress_.line(summary);
+    stop_everyone(message);
+  } catch (const std::exception& e) {
+    fail(runtime_.rank(), e.what());
+  }
+  return 0;
+}
+
+}  // namespace braid::runtime

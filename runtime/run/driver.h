@@ -1,0 +1,95 @@
+// The driver: the rank that runs the job (the master if the job has one, else the first trainer, next to
+// its own trainer). It creates the model's remote parts on the workers (round robin, or the worker rank
+// model.args.worker names) and one Trainer per trainer rank over RPC, restores the latest checkpoint with
+// --resume, then runs the steps: train_step on every trainer at once, waits for all, reports (progress
+// line, metrics, --dump-grads), evaluates at epoch ends (or every train.eval_every steps) when the data has
+// a test split, checkpoints every checkpoint.interval steps, on a signal and at the end, and finally stops
+// every rank. docs/RUNTIME.md describes the protocol.
+//
+// Failures: a heartbeat thread pings every other rank every failure.heartbeat_s (each ping bounded by
+// failure.timeout_s); a ping or a step that fails makes the driver log "rank R (role) failed: why", send a
+// best-effort "braid.abort" to every other rank and exit 1.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist_autograd/remote_module.h"
+#include "rpc/rref.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/run/grad_dump.h"
+#include "runtime/run/job_runtime.h"
+#include "runtime/run/progress.h"
+#include "runtime/run/trainer.h"
+
+namespace braid::runtime {
+
+struct RunOptions {
+  bool resume = false;
+  std::string dump_grads;  // empty: none
+};
+
+class Driver {
+ public:
+  Driver(const JobSpec& job, const JobRuntime& runtime, RunOptions options);
+  ~Driver();  // stops and joins the heartbeat thread
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // Runs the job and stops every rank; returns the exit code (0). A failure of any rank ends the process
+  // with exit code 1 (see above) and does not return.
+  int run();
+
+ private:
+  struct PartPlacement {
+    RemotePartHandle handle;
+    int rank;  // the worker that hosts it
+  };
+  struct StepTotals {
+    double loss = 0;
+    int64_t samples = 0;
+  };
+
+  void create_remote_parts();
+  void create_trainers();
+  int64_t resume_step();  // the number of steps already done (0 without a checkpoint)
+  StepTotals run_step(int64_t step, int64_t epoch, int64_t batch);
+  void evaluate(int64_t step, int64_t epoch);
+  std::string save_checkpoint(int64_t step, int64_t epoch);
+  void destroy_trainers();
+  void stop_everyone(const std::string& message);
+
+  // Waits for `futures` (one per rank in `ranks`); a failure is the job's failure.
+  std::vector<rpc::Value> wait_all(std::vector<Future<rpc::Value>>& futures, const std::vector<int>& ranks,
+                                   const std::string& what);
+  [[noreturn]] void fail(int rank, const std::string& why);
+  void heartbeat_loop();
+
+  const JobSpec& job_;
+  const JobRuntime& runtime_;
+  const RunOptions options_;
+  std::vector<PartPlacement> parts_;
+  std::vector<std::shared_ptr<dist_autograd::RemoteModule>> remote_modules_;  // keep the parts alive
+  std::vector<rpc::RRef> trainers_;
+  int64_t num_batches_ = 1;
+  bool has_test_ = false;
+  std::optional<double> last_accuracy_;
+  std::unique_ptr<GradDumpWriter> dump_;  // --dump-grads
+  ProgressPrinter progress_;
+  MetricsWriter metrics_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_heartbeat_ = false;  // GUARDED_BY(mu_)
+  std::atomic<bool> failing_{false};
+  std::thread heartbeat_;
+};
+
+}  // namespace braid::runtime

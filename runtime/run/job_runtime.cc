@@ -1,0 +1,100 @@
+#include "runtime/run/job_runtime.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "base/env.h"
+#include "base/logging.h"
+#include "collectives/backends/world.h"
+#include "collectives/mpi/mpi_bootstrap.h"
+#include "rpc/api.h"
+#include "store/rendezvous.h"
+
+namespace braid::runtime {
+
+namespace {
+
+std::chrono::milliseconds seconds_to_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+// RPC threads: every rank serves the driver's pings and aborts while its trainer (or a worker's remote
+// forwards) may hold several threads in long calls, so there are more than the agent's default.
+constexpr int kRpcThreads = 16;
+
+std::mutex g_mu;
+std::shared_ptr<collectives::ProcessGroup> g_trainers;  // GUARDED_BY(g_mu)
+
+void set_process_trainers_group(std::shared_ptr<collectives::ProcessGroup> group) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_trainers = std::move(group);
+}
+
+}  // namespace
+
+std::shared_ptr<collectives::ProcessGroup> process_trainers_group() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_trainers;
+}
+
+JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
+  BRAID_CHECK_ARG(env.launcher != Launcher::None,
+                  "braid run: {} needs {} processes: start it under a launcher (mpirun -np {} braid run {}, srun, "
+                  "or braid launch -n {} -- braid run {})",
+                  job.file, job.roles.world_size(), job.roles.world_size(), job.file, job.roles.world_size(),
+                  job.file);
+  check_world_size(job, env.world_size);
+  rank_ = env.rank;
+  world_size_ = env.world_size;
+  role_ = role_of(job, rank_);
+  stamp_log_identity(env, role_name(role_));
+
+  // The rendezvous waits as long as RPC calls may: the slowest rank to start bounds it.
+  const auto timeout = std::max(seconds_to_ms(job.rpc.timeout_s), std::chrono::milliseconds(30'000));
+  if (env.launcher == Launcher::OpenMpi && !env::get("MASTER_ADDR")) {
+    store_ = collectives::mpi::mpi_bootstrap_store(timeout);
+  } else {
+    store_ = store::rendezvous("env://", rank_, world_size_, timeout).store;
+  }
+
+  collectives::InitOptions init;
+  init.store = store_;
+  init.rank = rank_;
+  init.world_size = world_size_;
+  init.group.timeout = timeout;
+  collectives::init_process_group(to_string(job.backend), init);
+  trainers_ = collectives::new_group(job.roles.trainers);
+  set_process_trainers_group(trainers_);
+
+  rpc::RpcBackendOptions o;
+  o.store = store_;
+  o.transport = job.rpc.transport == RpcTransport::Ucx ? "ucx" : "tcp";
+  o.rpc_timeout = rpc::Millis(seconds_to_ms(job.rpc.timeout_s));
+  o.num_worker_threads = kRpcThreads;
+  o.join_timeout = timeout;
+  rpc::init_rpc(worker_name(rank_), rank_, world_size_, o);
+  rpc_up_ = true;
+  logging::get("braid.run")->debug("joined the job: {} ranks, backend {}, rpc {}", world_size_,
+                                   to_string(job.backend), o.transport);
+}
+
+void JobRuntime::shutdown_rpc(bool graceful) {
+  if (!rpc_up_) return;
+  rpc_up_ = false;
+  rpc::shutdown(graceful);
+}
+
+JobRuntime::~JobRuntime() {
+  try {
+    shutdown_rpc(false);
+  } catch (const std::exception& e) {
+    logging::get("braid.run")->warn("shutting down RPC: {}", e.what());
+  }
+  set_process_trainers_group(nullptr);
+  trainers_.reset();
+  try {
+    if (collectives::is_initialized()) collectives::destroy_process_group();
+  } catch (const std::exception& e) {
+    logging::get("braid.run")->warn("destroying the process groups: {}", e.what());
+  }
+}
+
+}  // namespace braid::runtime

@@ -1,0 +1,194 @@
+#include "runtime/run/rank_service.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "dist_autograd/context.h"
+#include "dist_autograd/hosted_module.h"
+#include "nn/serialize.h"
+#include "rpc/api.h"
+#include "runtime/run/roles.h"
+
+namespace braid::runtime {
+
+using rpc::Args;
+using rpc::Dict;
+using rpc::Value;
+
+namespace {
+
+std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+}  // namespace
+
+RankService& RankService::instance() {
+  static RankService service;
+  return service;
+}
+
+void RankService::configure(const JobSpec& job, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  job_ = &job;
+  rank_ = rank;
+  last_contact_ = std::chrono::steady_clock::now();
+  stop_message_.reset();
+  driver_stop_.reset();
+}
+
+void RankService::touch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_contact_ = std::chrono::steady_clock::now();
+}
+
+void RankService::request_stop(std::string message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_message_ = std::move(message);
+    last_contact_ = std::chrono::steady_clock::now();
+  }
+  cv_.notify_all();
+}
+
+std::string RankService::serve_until_stop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  BRAID_CHECK_ARG(job_ != nullptr, "RankService: serve_until_stop before configure");
+  const JobSpec& job = *job_;
+  const auto timeout = seconds(job.failure.timeout_s);
+  const auto tick = std::min(seconds(job.failure.heartbeat_s), std::chrono::milliseconds(1000));
+  const auto ttl = seconds(job.failure.context_ttl_s);
+  state_ = "serving";
+  while (!stop_message_) {
+    cv_.wait_for(lock, tick);
+    if (stop_message_) break;
+    const auto silent = std::chrono::steady_clock::now() - last_contact_;
+    if (silent > timeout) {
+      const int driver = driver_rank(job);
+      const std::string why = fmt::format(
+          "the driver, {}, has not been heard from for {:.0f} s; exiting", describe_rank(job, driver),
+          std::chrono::duration<double>(silent).count());
+      lock.unlock();
+      abort_process(why);
+    }
+    lock.unlock();
+    sweep_contexts(ttl);
+    lock.lock();
+  }
+  state_ = "stopped";
+  return *stop_message_;
+}
+
+size_t RankService::sweep_contexts(std::chrono::steady_clock::duration ttl) {
+  size_t swept = 0;
+  for (const auto& c : dist_autograd::list_contexts()) {
+    if (c.age < ttl) continue;
+    if (dist_autograd::release_context(c.id)) {
+      ++swept;
+      logging::get("braid.run")->warn("released distributed autograd context {} of worker {}, left for {:.0f} s "
+                                      "(its trainer is gone)", c.id, c.creator,
+                                      std::chrono::duration<double>(c.age).count());
+    }
+  }
+  return swept;
+}
+
+void RankService::abort_process(const std::string& why) {
+  logging::get("braid.run")->error("{}", why);
+  logging::get("braid.run")->flush();
+  spdlog::shutdown();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+void RankService::set_status(std::string state, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_ = std::move(state);
+  step_ = step;
+}
+
+RankStatus RankService::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RankStatus st;
+  st.rank = rank_;
+  st.role = job_ != nullptr ? std::string(role_name(role_of(*job_, rank_))) : "";
+  st.state = state_;
+  st.step = step_;
+  return st;
+}
+
+void RankService::request_driver_stop(std::string signal_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!driver_stop_) driver_stop_ = std::move(signal_name);
+}
+
+std::optional<std::string> RankService::take_driver_stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return driver_stop_;
+}
+
+namespace {
+
+Value ping() {
+  RankService& s = RankService::instance();
+  s.touch();
+  const RankStatus st = s.status();
+  Dict d;
+  d.set("rank", Value(st.rank));
+  d.set("role", Value(st.role));
+  d.set("state", Value(st.state));
+  d.set("step", Value(st.step));
+  return Value(std::move(d));
+}
+
+}  // namespace
+
+void register_rank_functions() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& r = rpc::global_registry();
+    r.add_function("braid.ping", [](const Args&) { return ping(); });
+    r.add_function("braid.stop", [](const Args& a) {
+      RankService::instance().request_stop(a.at(0).as_string());
+      return Value();
+    });
+    r.add_function("braid.abort", [](const Args& a) -> Value {
+      RankService::instance().abort_process(a.at(0).as_string());
+    });
+    r.add_function("braid.signal", [](const Args& a) {
+      RankService::instance().request_driver_stop(a.at(0).as_string());
+      return Value();
+    });
+    r.add_function("braid.save_modules", [](const Args& a) {
+      RankService::instance().touch();
+      nn::StateDict state;
+      for (const Value& v : a.at(1).items()) {
+        const std::string& name = v.items().at(0).as_string();
+        for (auto& [key, t] : dist_autograd::local_module(v.items().at(1).as_rref())->state_dict()) {
+          state.emplace_back(name + "." + key, t);
+        }
+      }
+      nn::save_state_dict(state, a.at(0).as_string());
+      return Value();
+    });
+    r.add_function("braid.load_modules", [](const Args& a) {
+      RankService::instance().touch();
+      const std::string& path = a.at(0).as_string();
+      const nn::StateDict state = nn::load_state_dict_file(path);
+      for (const Value& v : a.at(1).items()) {
+        const std::string prefix = v.items().at(0).as_string() + ".";
+        nn::StateDict mine;
+        for (const auto& [key, t] : state) {
+          if (key.rfind(prefix, 0) == 0) mine.emplace_back(key.substr(prefix.size()), t);
+        }
+        dist_autograd::local_module(v.items().at(1).as_rref())->load_state_dict(mine, /*strict=*/true);
+      }
+      return Value();
+    });
+  });
+}
+
+}  // namespace braid::runtime

@@ -1,0 +1,35 @@
+// The job's signals: SIGTERM (a scheduler ending the job), SIGUSR1 (Slurm's --signal before the time
+// limit) and SIGINT (Ctrl-C) ask for a checkpoint and a clean stop of every rank.
+//
+// block_job_signals() blocks them in the calling thread before any other thread exists, so that every
+// thread inherits the mask and none is interrupted at a random point; a SignalWatcher's thread then takes
+// them with sigtimedwait() (polling a stop flag, so that it can be joined) and calls the handler in that
+// thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace braid::runtime {
+
+void block_job_signals();
+// "SIGTERM", "SIGUSR1", "SIGINT", else "signal N".
+std::string signal_name(int signo);
+
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(std::function<void(int signo)> on_signal);
+  ~SignalWatcher();  // stops and joins the thread
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+ private:
+  void run();
+  std::function<void(int)> on_signal_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace braid::runtime

@@ -1,0 +1,285 @@
+#include "runtime/run/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "autograd/grad_mode.h"
+#include "base/check.h"
+#include "base/logging.h"
+#include "dist_autograd/context.h"
+#include "nn/serialize.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "rpc/api.h"
+#include "runtime/models/loss.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/run/rank_service.h"
+#include "runtime/run/train_options.h"
+
+namespace braid::runtime {
+
+using rpc::Args;
+using rpc::Dict;
+using rpc::Value;
+using rpc::ValueList;
+
+std::string plain_parameter_name(const std::string& name) {
+  std::string out;
+  size_t pos = 0;
+  while (pos <= name.size()) {
+    const size_t dot = name.find('.', pos);
+    const std::string part = name.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    // The last component is the parameter itself ("module" could be a parameter name; keep it).
+    if (part != "module" || dot == std::string::npos) out += (out.empty() ? "" : ".") + part;
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return out;
+}
+
+Value encode_parts(const std::vector<RemotePartHandle>& parts) {
+  ValueList list;
+  for (const auto& p : parts) {
+    list.push_back(rpc::tuple({Value(p.name), Value(p.remote_device), Value(p.module_class), Value(p.module_rref)}));
+  }
+  return rpc::list(std::move(list));
+}
+
+std::vector<RemotePartHandle> decode_parts(const Value& value) {
+  std::vector<RemotePartHandle> parts;
+  for (const Value& v : value.items()) {
+    const auto& t = v.items();
+    parts.push_back({t.at(0).as_string(), t.at(1).as_string(), t.at(2).as_string(), t.at(3).as_rref()});
+  }
+  return parts;
+}
+
+Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::ProcessGroup> trainers,
+                 const std::vector<RemotePartHandle>& parts)
+    : job_(job), index_(index), num_trainers_(static_cast<int>(job.roles.trainers.size())), group_(std::move(trainers)) {
+  BRAID_CHECK_ARG(!(job.data.uneven && job.ddp.mode == DdpMode::Inside && !job.fsdp.enabled),
+                  "{}: data.uneven needs ddp.mode outside or none (join() is the outer DDP's)", job.file);
+  for (const auto& p : parts) {
+    remote_.push_back(std::make_shared<dist_autograd::RemoteModule>(
+        dist_autograd::RemoteModule::from_rref(p.remote_device, p.module_class, p.module_rref)));
+  }
+  const bool use_ddp = !job.fsdp.enabled && job.ddp.mode != DdpMode::None && num_trainers_ > 1;
+  const parallel::DDPOptions ddp_options = make_ddp_options(job.ddp, group_);
+  static const nlohmann::json kEmptyObject = nlohmann::json::object();
+  static const nlohmann::json kEmptyArray = nlohmann::json::array();
+  const nlohmann::json& args = job.model.args.is_object() ? job.model.args : kEmptyObject;
+  const nlohmann::json& layers = job.model.layers.is_array() ? job.model.layers : kEmptyArray;
+  ModelBuild build{.args = args, .layers = layers, .init_seed = job.model.init_seed, .remote = remote_};
+  if (use_ddp && job.ddp.mode == DdpMode::Inside) {
+    build.wrap_inside = [ddp_options](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
+      return std::make_shared<parallel::DistributedDataParallel>(std::move(sub), ddp_options);
+    };
+  }
+  model_ = get_model(job.model.kind).build(build);
+  BRAID_CHECK_ARG(model_ != nullptr, "model.kind: '{}' built no module", job.model.kind);
+  if (use_ddp && job.ddp.mode == DdpMode::Outside) {
+    ddp_ = std::make_shared<parallel::DistributedDataParallel>(model_, ddp_options);
+  }
+  if (job.fsdp.enabled) apply_fsdp(*model_, job.fsdp, group_);
+
+  optimizer_ = make_local_optimizer(job.optimizer, named_params());
+  if (!remote_.empty() && job.optimizer.kind != OptimizerKind::None) {
+    std::vector<rpc::RRef> params;
+    for (const auto& r : remote_) {
+      auto ps = r->remote_parameters();
+      params.insert(params.end(), ps.begin(), ps.end());
+    }
+    if (!params.empty()) {
+      remote_optimizer_ = std::make_unique<dist_autograd::DistributedOptimizer>(remote_optimizer_options(job.optimizer), params);
+    }
+  }
+
+  train_ = make_dataset(job.data, Split::Train);
+  BRAID_CHECK_ARG(train_ != nullptr && train_->size() > 0, "{}: data: the training split is empty", job.file);
+  test_ = make_dataset(job.data, Split::Test);
+  sampler_.emplace(train_->size(), num_trainers_, index_, job.data, job.train.seed);
+  logging::get("braid.run")->debug("trainer {} of {}: model {} with {} local parameters, {} remote parts, {} samples",
+                                   index_, num_trainers_, job.model.kind, named_params().size(), remote_.size(),
+                                   sampler_->num_samples());
+}
+
+Trainer::~Trainer() = default;
+
+nn::Module& Trainer::front() {
+  BRAID_CHECK_ARG(model_ != nullptr, "trainer {}: used after destroy", index_);
+  return ddp_ ? static_cast<nn::Module&>(*ddp_) : *model_;
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::named_params() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  if (!model_) return out;
+  for (auto& [name, p] : model_->named_parameters()) out.emplace_back(plain_parameter_name(name), p);
+  return out;
+}
+
+Value Trainer::info() const {
+  Dict d;
+  d.set("num_batches", Value(sampler_->num_batches(job_.train.batch_size)));
+  d.set("num_samples", Value(sampler_->num_samples()));
+  d.set("has_test", Value(test_ != nullptr && test_->size() > 0));
+  return Value(std::move(d));
+}
+
+Value Trainer::train_step(int64_t epoch, int64_t batch, bool want_grads) {
+  sampler_->set_epoch(epoch);
+  const Batch full = train_->gather(sampler_->batch_indices(batch, job_.train.batch_size));
+  // Micro-batches: rows [begin, end) of the batch.
+  const int64_t rows = full.size();
+  const int64_t mb = job_.data.micro_batch > 0 ? job_.data.micro_batch : std::max<int64_t>(rows, 1);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t b = 0; b < rows; b += mb) ranges.emplace_back(b, std::min(rows, b + mb));
+  if (job_.data.uneven && index_ < num_trainers_ / 2 && ranges.size() > 1) ranges.resize(ranges.size() / 2);
+
+  std::optional<parallel::DistributedDataParallel::Join> join;
+  if (job_.data.uneven && ddp_) join.emplace(*ddp_, /*divide_by_initial_world_size=*/true, /*enable=*/true);
+
+  const auto params = named_params();
+  double loss_sum = 0;
+  int64_t samples = 0;
+  ValueList micro;
+  for (const auto& [begin, end] : ranges) {
+    const Batch b = full.slice(begin, end);
+    dist_autograd::Context ctx;
+    const Tensor output = front()(b.inputs).at(0);
+    const Tensor loss = compute_loss(job_.loss, output, b.target);
+    dist_autograd::backward(ctx.id(), {loss});
+    const dist_autograd::GradientMap grads = dist_autograd::get_gradients(ctx.id());
+    if (optimizer_) {
+      nn::optim::ParamGrads pg;
+      for (const auto& [name, p] : params) {
+        if (const Tensor* g = grads.find(p)) pg.emplace_back(p, *g);
+      }
+      optimizer_->step_with(pg);
+    }
+    if (remote_optimizer_) remote_optimizer_->step(ctx.id());
+    const double l = loss.item<double>();
+    loss_sum += l * static_cast<double>(end - begin);
+    samples += end - begin;
+    if (want_grads) {
+      Dict g;
+      for (const auto& [name, p] : params) {
+        if (const Tensor* t = grads.find(p)) g.set(name, Value(t->clone()));
+      }
+      Dict m;
+      m.set("loss", Value(l));
+      m.set("grads", Value(std::move(g)));
+      micro.emplace_back(std::move(m));
+    }
+  }
+  join.reset();  // the joined ranks' shadow collectives end here, before the next step's
+  Dict out;
+  out.set("loss", Value(samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0));
+  out.set("samples", Value(samples));
+  if (want_grads) out.set("microbatches", rpc::list(std::move(micro)));
+  return Value(std::move(out));
+}
+
+Value Trainer::evaluate() {
+  Dict out;
+  double loss_sum = 0;
+  double correct = 0;
+  int64_t samples = 0;
+  if (test_ && test_->size() > 0) {
+    DataSpec spec = job_.data;
+    spec.shuffle = false;
+    spec.drop_last = false;
+    DistributedSampler s(test_->size(), num_trainers_, index_, spec, job_.train.seed);
+    autograd::NoGradGuard no_grad;
+    front().eval();
+    for (int64_t b = 0; b < s.num_batches(job_.train.batch_size); ++b) {
+      const Batch batch = test_->gather(s.batch_indices(b, job_.train.batch_size));
+      const Tensor output = front()(batch.inputs).at(0);
+      const auto n = static_cast<double>(batch.size());
+      loss_sum += compute_loss(job_.loss, output, batch.target).item<double>() * n;
+      if (test_->num_classes() > 0) correct += accuracy(output, batch.target) * n;
+      samples += batch.size();
+    }
+    front().train();
+  }
+  out.set("loss_sum", Value(loss_sum));
+  out.set("correct", Value(correct));
+  out.set("samples", Value(samples));
+  return Value(std::move(out));
+}
+
+void Trainer::save(const std::string& path) const {
+  nn::StateDict state;
+  for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + plain_parameter_name(name), t);
+  if (optimizer_) {
+    for (auto& [name, t] : optimizer_->state_dict().to_flat()) state.emplace_back("optimizer." + name, t);
+  }
+  nn::save_state_dict(state, path);
+}
+
+void Trainer::load(const std::string& path) {
+  const nn::StateDict state = nn::load_state_dict_file(path);
+  nn::StateDict model_state, optim_state;
+  for (const auto& [name, t] : state) {
+    if (name.rfind("model.", 0) == 0) model_state.emplace_back(name.substr(6), t);
+    else if (name.rfind("optimizer.", 0) == 0) optim_state.emplace_back(name.substr(10), t);
+    else BRAID_THROW(InvalidArgument, "{}: unexpected entry '{}' in a trainer checkpoint", path, name);
+  }
+  // The model's own names may carry DDP's "module." levels: map them from the plain names.
+  nn::StateDict mine;
+  for (auto& [name, t] : model_->state_dict()) {
+    const std::string plain = plain_parameter_name(name);
+    const auto it = std::find_if(model_state.begin(), model_state.end(), [&](const auto& e) { return e.first == plain; });
+    BRAID_CHECK_ARG(it != model_state.end(), "{}: the checkpoint has no '{}' for trainer {}", path, plain, index_);
+    mine.emplace_back(name, it->second);
+  }
+  model_->load_state_dict(mine, /*strict=*/true);
+  if (optimizer_ && !optim_state.empty()) optimizer_->load_state_dict(nn::optim::OptimizerStateDict::from_flat(optim_state));
+}
+
+Value Trainer::parameters() const {
+  Dict d;
+  for (const auto& [name, p] : named_params()) d.set(name, Value(p.detach().clone()));
+  return Value(std::move(d));
+}
+
+void Trainer::destroy() {
+  remote_optimizer_.reset();
+  optimizer_.reset();
+  ddp_.reset();
+  model_.reset();
+  remote_.clear();
+}
+
+void register_trainer_class(std::function<const JobSpec&()> job_source,
+                            std::function<std::shared_ptr<collectives::ProcessGroup>()> group_source) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    rpc::global_registry()
+        .add_class<Trainer>(kTrainerClass)
+        .constructor([job_source, group_source](const Args& a) {
+          const JobSpec& job = job_source();
+          const std::string mine = to_json(job).dump();
+          BRAID_CHECK_ARG(a.at(1).as_string() == mine,
+                          "{}: this rank read the job differently from the driver (different file or --set "
+                          "options?): driver {} vs here {}",
+                          job.file, a.at(1).as_string(), mine);
+          RankService::instance().touch();
+          return std::make_shared<Trainer>(job, static_cast<int>(a.at(0).as_int()), group_source(),
+                                           decode_parts(a.at(2)));
+        })
+        .method("info", [](Trainer& t, const Args&) { return t.info(); })
+        .method("train_step",
+                [](Trainer& t, const Args& a) {
+                  RankService::instance().touch();
+                  return t.train_step(a.at(0).as_int(), a.at(1).as_int(), a.at(2).as_bool());
+                })
+        .method("evaluate", [](Trainer& t, const Args&) { return t.evaluate(); })
+        .method("save", [](Trainer& t, const Args& a) { t.save(a.at(0).as_string()); return Value(); })
+        .method("load", [](Trainer& t, const Args& a) { t.load(a.at(0).as_string()); return Value(); })
+        .method("parameters", [](Trainer& t, const Args&) { return t.parameters(); })
+        .method("destroy", [](Trainer& t, const Args&) { t.destroy(); return Value(); });
+  });
+}
+
+}  // namespace braid::runtime

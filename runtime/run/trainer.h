@@ -1,0 +1,103 @@
+// The Trainer: one per trainer rank, created there by the driver over RPC (class "braid.Trainer" in
+// rpc::global_registry()) and driven step by step.
+//
+// It builds the job's model from the registry (runtime/models/model_registry.h) with the remote parts the
+// driver made on the workers, wraps it (ddp.mode outside: DistributedDataParallel of the whole model over
+// the trainers' group; inside: the model wraps its own sub-module through ModelBuild::wrap_inside;
+// fsdp.enabled: fully_shard of each fsdp.wrap child, then of the root), and reads its shard of the
+// training data through a DistributedSampler.
+//
+// train_step(epoch, batch): the batch's micro-batches (data.micro_batch rows each; with data.uneven the
+// first half of the trainers keep only the first half of them, under DDP's join()), each in a
+// distributed-autograd context of its own that is released when the micro-batch is done: forward, loss,
+// dist_autograd::backward, then the local optimizer steps with this context's gradients of the local
+// parameters and a DistributedOptimizer steps the remote parts' parameters on their owners. DDP and FSDP
+// reduce inside the backward, so the context's map holds the reduced gradients (seed 000's semantics).
+//
+// Constructor arguments over RPC (TrainerArgs): (trainer index, the job as JSON text, a list of
+// (part name, remote device, module class, module RRef)). The job text must match this process's own
+// reading of the job file (every process parses the same file and --set overrides): a mismatch fails.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/process_group.h"
+#include "dist_autograd/dist_optimizer.h"
+#include "dist_autograd/remote_module.h"
+#include "nn/module.h"
+#include "nn/optim/optimizer.h"
+#include "parallel/ddp/ddp.h"
+#include "rpc/value.h"
+#include "runtime/data/dataset.h"
+#include "runtime/job/job_spec.h"
+
+namespace braid::runtime {
+
+inline constexpr const char* kTrainerClass = "braid.Trainer";
+
+// What a trainer is told about one remote part.
+struct RemotePartHandle {
+  std::string name;
+  std::string remote_device;  // "worker4/cpu"
+  std::string module_class;
+  rpc::RRef module_rref;
+};
+
+rpc::Value encode_parts(const std::vector<RemotePartHandle>& parts);
+std::vector<RemotePartHandle> decode_parts(const rpc::Value& value);
+
+class Trainer {
+ public:
+  Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::ProcessGroup> trainers,
+          const std::vector<RemotePartHandle>& parts);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // {"num_batches", "num_samples", "has_test"}: the driver plans the epochs from trainer 0's answer.
+  rpc::Value info() const;
+  // One step; returns {"loss" (rows-weighted mean over its micro-batches), "samples", and with want_grads
+  // "microbatches": [{"loss", "grads": {parameter name: gradient}}]}.
+  rpc::Value train_step(int64_t epoch, int64_t batch, bool want_grads);
+  // This trainer's shard of the test split: {"loss_sum", "correct", "samples"} (no-grad, eval mode).
+  rpc::Value evaluate();
+  // Model and optimizer state, into one file (nn::save_state_dict, atomic) / back.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+  // The model's parameters by name (as dump-grads names them): {name: tensor}.
+  rpc::Value parameters() const;
+  // Drops the model, wrappers and optimizers (before the job's groups go away).
+  void destroy();
+
+ private:
+  nn::Module& front();  // what forward goes through: the DDP or FSDP wrapper, or the model
+  std::vector<std::pair<std::string, Tensor>> named_params() const;
+
+  const JobSpec job_;
+  const int index_;
+  const int num_trainers_;
+  std::shared_ptr<collectives::ProcessGroup> group_;
+  std::vector<std::shared_ptr<dist_autograd::RemoteModule>> remote_;
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<parallel::DistributedDataParallel> ddp_;  // ddp.mode outside
+  std::unique_ptr<nn::optim::Optimizer> optimizer_;          // null for optimizer.kind none
+  std::unique_ptr<dist_autograd::DistributedOptimizer> remote_optimizer_;
+  std::unique_ptr<Dataset> train_;
+  std::unique_ptr<Dataset> test_;
+  std::optional<DistributedSampler> sampler_;
+};
+
+// Registers "braid.Trainer" (once per process). The trainers' group comes from `group_source`, called on
+// construction (the process's JobRuntime holds it), and the job from `job_source`.
+void register_trainer_class(std::function<const JobSpec&()> job_source,
+                            std::function<std::shared_ptr<collectives::ProcessGroup>()> group_source);
+
+// Dotted parameter names without the "module." levels DDP wrappers add ("module.fc1.weight" -> "fc1.weight",
+// "fc2.module.weight" -> "fc2.weight"), so that names do not depend on ddp.mode.
+std::string plain_parameter_name(const std::string& name);
+
+}  // namespace braid::runtime
