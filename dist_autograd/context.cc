@@ -105,7 +105,7 @@ std::vector<ContextInfo> list_contexts() {
   return out;
 }
 
-bool release_context(int64_t context_id) {
+bool release_abandoned_context(int64_t context_id) {
   if (!has_context(context_id)) return false;
   const auto backpressure = rpc::is_initialized() ? rpc::current_agent().default_timeout() : rpc::Millis(5000);
   PendingReleases::instance().track(context_id, release_everywhere(context_id, -1), backpressure);

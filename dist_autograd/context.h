@@ -118,6 +118,6 @@ struct ContextInfo {
 std::vector<ContextInfo> list_contexts();
 // Releases context `context_id` here and, best effort, on the workers it exchanged messages with (a
 // failure, e.g. its dead creator, is logged, not thrown). False when this worker does not hold it.
-bool release_context(int64_t context_id);
+bool release_abandoned_context(int64_t context_id);
 
 }  // namespace braid::dist_autograd

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -42,7 +43,11 @@ std::vector<int> other_ranks(int world_size, int self) {
 }  // namespace
 
 Driver::Driver(const JobSpec& job, const JobRuntime& runtime, RunOptions options)
-    : job_(job), runtime_(runtime), options_(std::move(options)), metrics_(job.log.metrics) {
+    : job_(job),
+      runtime_(runtime),
+      options_(std::move(options)),
+      progress_(stdout, !std::getenv("OMPI_COMM_WORLD_SIZE")),
+      metrics_(job.log.metrics) {
   if (!options_.dump_grads.empty()) dump_ = std::make_unique<GradDumpWriter>(options_.dump_grads);
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
 }
@@ -113,16 +118,55 @@ void Driver::heartbeat_loop() {
 
 std::vector<Value> Driver::wait_all(std::vector<Future<Value>>& futures, const std::vector<int>& ranks,
                                     const std::string& what) {
-  std::vector<Value> out;
-  const auto bound = ms(job_.rpc.timeout_s) + rpc::Millis(5000);
-  for (size_t i = 0; i < futures.size(); ++i) {
-    try {
-      out.push_back(futures[i].value(bound));
-    } catch (const std::exception& e) {
-      fail(ranks[i], fmt::format("{}: {}", what, e.what()));
+  // Watch them all at once: the first failure is the job's, even while another rank is still blocked (in a
+  // collective with the failed one, say).
+  const auto deadline = Clock::now() + ms(job_.rpc.timeout_s) + rpc::Millis(5000);
+  for (;;) {
+    bool all_done = true;
+    for (size_t i = 0; i < futures.size(); ++i) {
+      if (!futures[i].completed()) {
+        all_done = false;
+        continue;
+      }
+      if (futures[i].has_error()) {
+        try {
+          std::rethrow_exception(futures[i].error());
+        } catch (const std::exception& e) {
+          fail(ranks[i], fmt::format("{}: {}", what, e.what()));
+        }
+      }
+    }
+    if (all_done) break;
+    if (Clock::now() > deadline) {
+      for (size_t i = 0; i < futures.size(); ++i) {
+        if (!futures[i].completed()) fail(ranks[i], fmt::format("{}: no answer within {} s", what, job_.rpc.timeout_s + 5));
+      }
+    }
+    for (auto& f : futures) {
+      if (f.completed()) continue;
+      try {
+        f.wait(std::chrono::milliseconds(20));
+      } catch (const TimeoutError&) {
+      }
+      break;
     }
   }
+  std::vector<Value> out;
+  for (auto& f : futures) out.push_back(f.value(std::chrono::milliseconds(0)));
   return out;
+}
+
+std::vector<Future<Value>> Driver::call_trainers(const std::string& method, const std::function<Args(size_t)>& args) {
+  // A method call on an object this process owns runs in the calling thread: the driver's own trainer
+  // (when it is one) goes last, once the others are on their way, or a collective inside it would wait
+  // for trainers that were never asked.
+  const int self = trainer_index(job_, runtime_.rank());
+  std::vector<Future<Value>> futures(trainers_.size());
+  for (size_t t = 0; t < trainers_.size(); ++t) {
+    if (static_cast<int>(t) != self) futures[t] = trainers_[t].rpc_async().call(method, args(t));
+  }
+  if (self >= 0) futures[static_cast<size_t>(self)] = trainers_[static_cast<size_t>(self)].rpc_async().call(method, args(static_cast<size_t>(self)));
+  return futures;
 }
 
 void Driver::create_remote_parts() {
@@ -134,7 +178,11 @@ void Driver::create_remote_parts() {
                   "{}: model '{}' has parts that live on workers, but roles names no worker", job_.file, job_.model.kind);
   for (size_t i = 0; i < parts.size(); ++i) {
     int rank = job_.roles.workers[i % job_.roles.workers.size()];
-    if (args.contains("worker")) rank = args["worker"].get<int>();
+    if (args.contains("worker")) {
+      const nlohmann::json& w = args["worker"];
+      const std::string name = w.is_string() ? w.get<std::string>() : "";
+      rank = w.is_string() ? (name.rfind("worker", 0) == 0 ? std::stoi(name.substr(6)) : -1) : w.get<int>();
+    }
     BRAID_CHECK_ARG(role_of(job_, rank) == Role::Worker, "model.args.worker: rank {} is not a worker", rank);
     const std::string device = worker_name(rank) + "/cpu";
     auto module = std::make_shared<dist_autograd::RemoteModule>(device, parts[i].module_class, parts[i].args);
@@ -151,12 +199,21 @@ void Driver::create_trainers() {
   const std::string job_text = to_json(job_).dump();
   // Every trainer's constructor is collective (DDP and FSDP broadcast over the trainers' group): make them
   // all, then wait.
+  // rpc::remote to this very process constructs in the calling thread, so the driver's own trainer (when
+  // it is one) comes last, once the others are on their way.
+  trainers_.resize(job_.roles.trainers.size());
+  const int self = trainer_index(job_, runtime_.rank());
   for (size_t t = 0; t < job_.roles.trainers.size(); ++t) {
-    trainers_.push_back(rpc::remote(worker_name(job_.roles.trainers[t]), kTrainerClass,
-                                    {Value(static_cast<int64_t>(t)), Value(job_text), parts}));
+    if (static_cast<int>(t) == self) continue;
+    trainers_[t] = rpc::remote(worker_name(job_.roles.trainers[t]), kTrainerClass,
+                               {Value(static_cast<int64_t>(t)), Value(job_text), parts});
+  }
+  if (self >= 0) {
+    trainers_[static_cast<size_t>(self)] = rpc::remote(worker_name(runtime_.rank()), kTrainerClass,
+                                                       {Value(static_cast<int64_t>(self)), Value(job_text), parts});
   }
   std::vector<Future<Value>> infos;
-  for (auto& t : trainers_) infos.push_back(t.rpc_async().call("info", {}));
+  infos = call_trainers("info", [](size_t) { return Args{}; });
   const auto answers = wait_all(infos, job_.roles.trainers, "creating its trainer");
   const rpc::Dict& info = answers.at(0).as_dict();
   num_batches_ = std::max<int64_t>(info.find("num_batches")->as_int(), 1);
@@ -176,11 +233,8 @@ int64_t Driver::resume_step() {
                   ref->step_dir, saved_world, runtime_.world_size());
   std::vector<Future<Value>> loads;
   std::vector<int> ranks;
-  for (size_t t = 0; t < trainers_.size(); ++t) {
-    const int rank = job_.roles.trainers[t];
-    loads.push_back(trainers_[t].rpc_async().call("load", {Value(rank_state_path(ref->step_dir, rank))}));
-    ranks.push_back(rank);
-  }
+  loads = call_trainers("load", [&](size_t t) { return Args{Value(rank_state_path(ref->step_dir, job_.roles.trainers[t]))}; });
+  ranks = job_.roles.trainers;
   for (int w : job_.roles.workers) {
     rpc::ValueList mine;
     for (const auto& p : parts_) {
@@ -199,10 +253,7 @@ int64_t Driver::resume_step() {
 
 Driver::StepTotals Driver::run_step(int64_t step, int64_t epoch, int64_t batch) {
   const bool want_grads = !options_.dump_grads.empty();
-  std::vector<Future<Value>> futures;
-  for (auto& t : trainers_) {
-    futures.push_back(t.rpc_async().call("train_step", {Value(epoch), Value(batch), Value(want_grads)}));
-  }
+  auto futures = call_trainers("train_step", [&](size_t) { return Args{Value(epoch), Value(batch), Value(want_grads)}; });
   const auto results = wait_all(futures, job_.roles.trainers, fmt::format("step {}", step));
   StepTotals totals;
   double weighted = 0;
@@ -225,8 +276,7 @@ Driver::StepTotals Driver::run_step(int64_t step, int64_t epoch, int64_t batch) 
 }
 
 void Driver::evaluate(int64_t step, int64_t epoch) {
-  std::vector<Future<Value>> futures;
-  for (auto& t : trainers_) futures.push_back(t.rpc_async().call("evaluate", {}));
+  auto futures = call_trainers("evaluate", [](size_t) { return Args{}; });
   const auto results = wait_all(futures, job_.roles.trainers, "evaluating");
   double loss = 0, correct = 0;
   int64_t samples = 0;
@@ -248,15 +298,13 @@ void Driver::evaluate(int64_t step, int64_t epoch) {
 
 std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
   if (job_.checkpoint.dir.empty()) return "";
+  if (step == last_checkpoint_step_) return last_checkpoint_dir_;  // an interval checkpoint of this very step
   RankService::instance().set_status("checkpointing", step);
   const std::string dir = make_step_dir(job_.checkpoint.dir, step);
   std::vector<Future<Value>> saves;
   std::vector<int> ranks;
-  for (size_t t = 0; t < trainers_.size(); ++t) {
-    const int rank = job_.roles.trainers[t];
-    saves.push_back(trainers_[t].rpc_async().call("save", {Value(rank_state_path(dir, rank))}));
-    ranks.push_back(rank);
-  }
+  saves = call_trainers("save", [&](size_t t) { return Args{Value(rank_state_path(dir, job_.roles.trainers[t]))}; });
+  ranks = job_.roles.trainers;
   for (int w : job_.roles.workers) {
     rpc::ValueList mine;
     for (const auto& p : parts_) {
@@ -276,12 +324,13 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
                             {"job", to_json(job_)}};
   commit_checkpoint(job_.checkpoint.dir, dir, meta, job_.checkpoint.keep);
   log()->info("checkpoint after step {}: {}", step, dir);
+  last_checkpoint_step_ = step;
+  last_checkpoint_dir_ = dir;
   return dir;
 }
 
 void Driver::destroy_trainers() {
-  std::vector<Future<Value>> futures;
-  for (auto& t : trainers_) futures.push_back(t.rpc_async().call("destroy", {}));
+  auto futures = call_trainers("destroy", [](size_t) { return Args{}; });
   wait_all(futures, job_.roles.trainers, "destroying its trainer");
   trainers_.clear();
   remote_modules_.clear();

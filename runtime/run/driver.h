@@ -14,6 +14,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,9 @@ class Driver {
   std::vector<rpc::Value> wait_all(std::vector<Future<rpc::Value>>& futures, const std::vector<int>& ranks,
                                    const std::string& what);
   [[noreturn]] void fail(int rank, const std::string& why);
+  // Calls `method` on every trainer (arguments per trainer index); futures in trainer order.
+  std::vector<Future<rpc::Value>> call_trainers(const std::string& method,
+                                                const std::function<rpc::Args(size_t)>& args);
   void heartbeat_loop();
 
   const JobSpec& job_;
@@ -81,6 +85,8 @@ class Driver {
   int64_t num_batches_ = 1;
   bool has_test_ = false;
   std::optional<double> last_accuracy_;
+  int64_t last_checkpoint_step_ = -1;
+  std::string last_checkpoint_dir_;
   std::unique_ptr<GradDumpWriter> dump_;  // --dump-grads
   ProgressPrinter progress_;
   MetricsWriter metrics_;

@@ -29,7 +29,8 @@ std::string format_count(double value) {
   return v < 0 ? "-" + out : out;
 }
 
-ProgressPrinter::ProgressPrinter(std::FILE* out) : out_(out), tty_(::isatty(::fileno(out)) != 0) {}
+ProgressPrinter::ProgressPrinter(std::FILE* out, bool in_place)
+    : out_(out), tty_(in_place && ::isatty(::fileno(out)) != 0) {}
 
 void ProgressPrinter::step(const StepReport& r) {
   const double remaining = r.samples_per_s > 0 && r.step > 0

@@ -28,7 +28,9 @@ struct StepReport {
 
 class ProgressPrinter {
  public:
-  explicit ProgressPrinter(std::FILE* out = stdout);
+  // in_place: rewrite the line on a terminal. Off under mpirun, whose ranks write to a pseudo-terminal
+  // that is not necessarily the user's (the output is often piped on from mpirun).
+  explicit ProgressPrinter(std::FILE* out = stdout, bool in_place = true);
   void step(const StepReport& r);
   // Any other line (evaluation, summary): ends a pending in-place line first.
   void line(const std::string& text);

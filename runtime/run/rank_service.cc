@@ -85,7 +85,7 @@ size_t RankService::sweep_contexts(std::chrono::steady_clock::duration ttl) {
   size_t swept = 0;
   for (const auto& c : dist_autograd::list_contexts()) {
     if (c.age < ttl) continue;
-    if (dist_autograd::release_context(c.id)) {
+    if (dist_autograd::release_abandoned_context(c.id)) {
       ++swept;
       logging::get("braid.run")->warn("released distributed autograd context {} of worker {}, left for {:.0f} s "
                                       "(its trainer is gone)", c.id, c.creator,

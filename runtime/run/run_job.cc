@@ -2,6 +2,7 @@
 
 #include "base/logging.h"
 #include "rpc/api.h"
+#include "runtime/models/model_registry.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/signals.h"
@@ -11,6 +12,9 @@ namespace braid::runtime {
 
 int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options) {
   block_job_signals();
+  // The model's module classes must be registered before the RPC agent starts: the driver creates the
+  // remote parts on the workers as soon as everyone has joined. Looking the model up registers them.
+  get_model(job.model.kind);
   RankService::instance().configure(job, env.rank);
   register_rank_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });

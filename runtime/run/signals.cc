@@ -22,11 +22,23 @@ sigset_t job_signals() {
   return set;
 }
 
+// Threads that libraries started before block_job_signals() (OpenBLAS makes its pool when it is loaded)
+// do not block the signals, and the kernel may hand a process-directed signal to one of them. The
+// handler only records it (an atomic store is async-signal-safe); the watcher's thread picks it up.
+std::atomic<int> g_pending{0};
+
+extern "C" void record_signal(int signo) { g_pending.store(signo); }
+
 }  // namespace
 
 void block_job_signals() {
   const sigset_t set = job_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = record_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int signo : {SIGTERM, SIGUSR1, SIGINT}) sigaction(signo, &sa, nullptr);
 }
 
 std::string signal_name(int signo) {
@@ -52,8 +64,9 @@ void SignalWatcher::run() {
   // Short waits: the destructor's stop flag is seen within one of them.
   const timespec wait{0, 200'000'000};
   while (!stop_) {
-    const int signo = sigtimedwait(&set, nullptr, &wait);
-    if (signo < 0) continue;  // EAGAIN (the wait ended) or EINTR
+    int signo = sigtimedwait(&set, nullptr, &wait);
+    if (signo < 0) signo = g_pending.exchange(0);  // the wait ended (EAGAIN, EINTR): one a handler caught?
+    if (signo == 0) continue;
     try {
       on_signal_(signo);
     } catch (const std::exception& e) {

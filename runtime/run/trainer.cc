@@ -131,7 +131,9 @@ Value Trainer::train_step(int64_t epoch, int64_t batch, bool want_grads) {
   const Batch full = train_->gather(sampler_->batch_indices(batch, job_.train.batch_size));
   // Micro-batches: rows [begin, end) of the batch.
   const int64_t rows = full.size();
-  const int64_t mb = job_.data.micro_batch > 0 ? job_.data.micro_batch : std::max<int64_t>(rows, 1);
+  // data.micro_batch rows each; uneven inputs without a size take seed 000's two halves.
+  int64_t mb = job_.data.micro_batch > 0 ? job_.data.micro_batch : std::max<int64_t>(rows, 1);
+  if (job_.data.uneven && job_.data.micro_batch == 0) mb = std::max<int64_t>((rows + 1) / 2, 1);
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (int64_t b = 0; b < rows; b += mb) ranges.emplace_back(b, std::min(rows, b + mb));
   if (job_.data.uneven && index_ < num_trainers_ / 2 && ranges.size() > 1) ranges.resize(ranges.size() / 2);
@@ -147,7 +149,9 @@ Value Trainer::train_step(int64_t epoch, int64_t batch, bool want_grads) {
     const Batch b = full.slice(begin, end);
     dist_autograd::Context ctx;
     const Tensor output = front()(b.inputs).at(0);
-    const Tensor loss = compute_loss(job_.loss, output, b.target);
+    // weighted_sum is seed 000's loss taken literally: each micro-batch's output times the whole batch's
+    // values, `(output * mini_batch.values).sum()` (runtime/models/loss.h).
+    const Tensor loss = compute_loss(job_.loss, output, job_.loss == LossKind::WeightedSum ? full.target : b.target);
     dist_autograd::backward(ctx.id(), {loss});
     const dist_autograd::GradientMap grads = dist_autograd::get_gradients(ctx.id());
     if (optimizer_) {
@@ -239,7 +243,7 @@ void Trainer::load(const std::string& path) {
 
 Value Trainer::parameters() const {
   Dict d;
-  for (const auto& [name, p] : named_params()) d.set(name, Value(p.detach().clone()));
+  for (const auto& [name, p] : named_params()) d.set(name, Value(p.clone()));
   return Value(std::move(d));
 }
 

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `braid run` under mpirun (docs/RUNTIME.md). Usage: run_e2e_test.py BRAID MPIEXEC CASE
+
+Cases:
+  seed000          examples/hybrid/job.yaml --steps 3 --set optimizer.kind=none reproduces seed 000's gradients
+                   (tests/mp/dist_autograd/seed000_reference.txt) exactly for ddp.mode none, inside, outside and
+                   outside with data.uneven=true; and trains for real (loss falls) with its own optimizer
+  resume           6 steps in one run == 3 steps, SIGUSR1 (checkpoint and stop), --resume to 6: the same gradients
+                   for steps 4-6 and bit-identical final checkpoints
+  signal           SIGTERM to one rank's process: every rank logs the stop line and exits 0, checkpoint written
+  kill             kill -9 of a trainer: every process ends within failure.timeout_s, naming the rank and role
+  status           `braid status` while a job runs: ranks, roles, state and step
+Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+HYBRID = os.path.join(ROOT, "examples", "hybrid", "job.yaml")
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "RANK",
+                 "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "BRAID_LOG_LEVEL", "BRAID_LOG")
+
+
+def env():
+    e = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    e.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+    return e
+
+
+def mpirun(mpiexec, braid, n, args):
+    return [mpiexec, "-np", str(n), "--oversubscribe", braid, "run"] + args
+
+
+def run(cmd, timeout=90):
+    return subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=timeout)
+
+
+def fail(what, r=None):
+    print(f"FAIL {what}")
+    if r is not None:
+        print(f"--- exit {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-6000:]}")
+    sys.exit(1)
+
+
+def expect(what, ok, r=None):
+    if not ok:
+        fail(what, r)
+    print(f"ok   {what}")
+
+
+def read_dump(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# Seed 000's gradients (SPEC E.5, tests/mp/dist_autograd/seed000_reference.txt): ddp.mode none, per trainer.
+NONE_FC1 = [[[-32, -16], [0, -16]], [[16, -16], [16, -16]], [[-16, 16], [-16, 16]], [[32, 16], [0, 16]]]
+NONE_FC2 = [[[-56, -28, -28]], [[0, -28, -28]], [[0, 28, 28]], [[56, 28, 28]]]
+ZERO_FC1 = [[0, 0], [0, 0]]
+ZERO_FC2 = [[0, 0, 0]]
+
+
+def expected(mode, rank, mb):
+    """(fc1, fc2) gradients of trainer `rank`'s micro-batch `mb` in each step."""
+    if mode == "none":
+        return NONE_FC1[rank], NONE_FC2[rank]
+    if mode == "inside":
+        return NONE_FC1[rank], ZERO_FC2
+    if mode == "outside":
+        return ZERO_FC1, ZERO_FC2
+    # outside, uneven under join: the first micro-batch has all four trainers, the second only trainers 2, 3
+    if mb == 0:
+        return [[0, 12], [0, 4]], [[0, 14, 14]]
+    return [[2, -2], [-2, 2]], [[7, 0, 0]]
+
+
+def case_seed000(braid, mpiexec, tmp):
+    for mode, sets in (("none", ["ddp.mode=none"]), ("inside", ["ddp.mode=inside"]), ("outside", ["ddp.mode=outside"]),
+                       ("uneven", ["ddp.mode=outside", "data.uneven=true"])):
+        dump = os.path.join(tmp, f"grads-{mode}.jsonl")
+        args = [HYBRID, "--steps", "3", "--set", "optimizer.kind=none", "--dump-grads", dump]
+        for s in sets:
+            args += ["--set", s]
+        r = run(mpirun(mpiexec, braid, 6, args))
+        expect(f"seed000 {mode}: exit 0", r.returncode == 0, r)
+        lines = read_dump(dump)
+        per_step = 4 if mode != "uneven" else 6  # uneven: trainers 0, 1 one micro-batch, trainers 2, 3 two
+        expect(f"seed000 {mode}: {3 * per_step} dump lines", len(lines) == 3 * per_step, r)
+        for line in lines:
+            fc1, fc2 = expected(mode, line["rank"], line["microbatch"])
+            ok = line["grads"].get("fc1.weight") == fc1 and line["grads"].get("fc2.weight") == fc2
+            if not ok:
+                fail(f"seed000 {mode}: rank {line['rank']} step {line['step']} micro-batch {line['microbatch']}: "
+                     f"got {line['grads']}, expected fc1 {fc1} fc2 {fc2}")
+        expect(f"seed000 {mode}: every gradient is seed 000's", True)
+        if mode == "uneven":
+            mbs = sorted((l["rank"], l["microbatch"]) for l in lines if l["step"] == 1)
+            expect("seed000 uneven: trainers 0, 1 one micro-batch, 2, 3 two",
+                   mbs == [(0, 0), (1, 0), (2, 0), (2, 1), (3, 0), (3, 1)])
+    # Real training: seed 000's weighted_sum cancels over the trainers by the data's symmetry (its mean is 0
+    # at every step), so the job trains on the squared error of the same outputs and values.
+    metrics = os.path.join(tmp, "metrics.jsonl")
+    r = run(mpirun(mpiexec, braid, 6, [HYBRID, "--steps", "12", "--set", "loss=mse", "--set", f"log.metrics={metrics}"]))
+    expect("hybrid training: exit 0 with a progress line and a summary",
+           r.returncode == 0 and "step 10/12 epoch 10/12 loss" in r.stdout and "done: 12 steps" in r.stdout, r)
+    losses = [m["loss"] for m in read_dump(metrics) if "loss" in m]
+    expect(f"hybrid training: 12 metrics records, loss falls ({losses[0]:.4f} -> {losses[-1]:.4f})",
+           len(losses) == 12 and losses[-1] < losses[0], r)
+
+
+def final_state_files(ckpt):
+    with open(os.path.join(ckpt, "latest")) as f:
+        step_dir = os.path.join(ckpt, f.read().strip())
+    return step_dir, {os.path.basename(p): open(p, "rb").read() for p in sorted(glob.glob(os.path.join(step_dir, "*.brsd")))}
+
+
+def start(cmd):
+    return subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(path, predicate, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(path):
+            lines = read_dump(path) if os.path.getsize(path) > 0 else []
+            if predicate(lines):
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def case_resume(braid, mpiexec, tmp):
+    # A trainers-only job with Adam (optimizer state) on synthetic data: 4 trainers under DDP.
+    job = os.path.join(tmp, "dp.yaml")
+    with open(job, "w") as f:
+        f.write("roles: {trainers: 4}\nmodel: {kind: mlp, args: {in: 16, hidden: [8], out: 4}}\nloss: cross_entropy\n"
+                "data: {kind: synthetic, num_samples: 256, num_features: 16, num_classes: 4}\n"
+                "optimizer: {kind: adam, lr: 0.01}\ntrain: {epochs: 1, batch_size: 8}\n"
+                "log: {interval: 1}\nfailure: {timeout_s: 20, heartbeat_s: 1}\n")
+    full_ckpt, part_ckpt = os.path.join(tmp, "ckpt-full"), os.path.join(tmp, "ckpt-part")
+    full_dump, part_dump, resumed_dump = (os.path.join(tmp, n) for n in ("full.jsonl", "part.jsonl", "resumed.jsonl"))
+    # Stop after step 3 or later by SIGUSR1 to mpirun, which forwards it to every rank: the driver finishes the
+    # step, checkpoints and stops everyone.
+    p = start(mpirun(mpiexec, braid, 4, [job, "--steps", "1000", "--set", f"checkpoint.dir={part_ckpt}",
+                                         "--dump-grads", part_dump]))
+    expect("resume: the run reaches step 3", wait_for_line(part_dump, lambda ls: any(l["step"] >= 3 for l in ls), 60))
+    p.send_signal(signal.SIGUSR1)
+    out, err = p.communicate(timeout=60)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    expect("resume: SIGUSR1 stops the job, every rank exits 0 and logs the stop line",
+           p.returncode == 0 and err.count("stopping on SIGUSR1 after step") >= 4, r)
+    with open(os.path.join(part_ckpt, "latest")) as f:
+        stopped = int(f.read().strip().split("-")[1])
+    total = stopped + 3
+    expect(f"resume: stopped after step {stopped}; both runs go to step {total}", stopped >= 3, r)
+    r = run(mpirun(mpiexec, braid, 4, [job, "--steps", str(total), "--resume", "--set", f"checkpoint.dir={part_ckpt}",
+                                       "--dump-grads", resumed_dump]))
+    expect("resume: the resumed run finishes", r.returncode == 0 and "resumed from" in r.stderr, r)
+    r = run(mpirun(mpiexec, braid, 4, [job, "--steps", str(total), "--set", f"checkpoint.dir={full_ckpt}",
+                                       "--dump-grads", full_dump]))
+    expect("resume: the uninterrupted run", r.returncode == 0 and f"done: {total} steps" in r.stdout, r)
+    full = {(l["rank"], l["step"], l["microbatch"]): l for l in read_dump(full_dump)}
+    resumed = read_dump(resumed_dump)
+    expect(f"resume: the resumed run did steps {stopped + 1}..{total}",
+           sorted({l["step"] for l in resumed}) == list(range(stopped + 1, total + 1)), r)
+    expect("resume: its gradients and losses equal the uninterrupted run's, bit for bit",
+           all(full[(l["rank"], l["step"], l["microbatch"])] == l for l in resumed))
+    fd, fs = final_state_files(full_ckpt)
+    pd, ps = final_state_files(part_ckpt)
+    expect(f"resume: the final checkpoints ({os.path.basename(fd)}, {len(fs)} rank files: model and Adam state) are "
+           "identical byte for byte", os.path.basename(fd) == os.path.basename(pd) and fs == ps and len(fs) == 4)
+
+
+def main():
+    braid, mpiexec, case = sys.argv[1], sys.argv[2], sys.argv[3]
+    with tempfile.TemporaryDirectory(prefix=f"braid-e2e-{case}-") as tmp:
+        {"seed000": case_seed000, "resume": case_resume}[case](braid, mpiexec, tmp)
+    print(f"PASS {case}")
+
+
+if __name__ == "__main__":
+    main()
