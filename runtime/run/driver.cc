@@ -87,6 +87,25 @@ void Driver::fail(int rank, const std::string& why) {
   RankService::instance().abort_process(fmt::format("stopping the job: {}", message));
 }
 
+int Driver::find_unreachable_rank() {
+  std::vector<std::pair<int, Future<Value>>> pings;
+  for (int r : other_ranks(runtime_.world_size(), runtime_.rank())) {
+    try {
+      pings.emplace_back(r, rpc::rpc_async(worker_name(r), "braid.ping", {}, rpc::Millis(2000)));
+    } catch (const std::exception&) {
+      return r;
+    }
+  }
+  for (auto& [r, f] : pings) {
+    try {
+      f.value(rpc::Millis(3000));
+    } catch (const std::exception&) {
+      return r;
+    }
+  }
+  return -1;
+}
+
 void Driver::heartbeat_loop() {
   const auto period = ms(job_.failure.heartbeat_s);
   const auto bound = ms(job_.failure.timeout_s);
@@ -132,6 +151,13 @@ std::vector<Value> Driver::wait_all(std::vector<Future<Value>>& futures, const s
         try {
           std::rethrow_exception(futures[i].error());
         } catch (const std::exception& e) {
+          // A trainer's error is often the echo of another rank's death (a collective or a remote forward
+          // that lost its peer): blame a rank that no longer answers when there is one.
+          const int dead = find_unreachable_rank();
+          if (dead >= 0 && dead != ranks[i]) {
+            fail(dead, fmt::format("it no longer answers ({} failed on {}: {})", what, describe_rank(job_, ranks[i]),
+                                   e.what()));
+          }
           fail(ranks[i], fmt::format("{}: {}", what, e.what()));
         }
       }

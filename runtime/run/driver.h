@@ -75,6 +75,8 @@ class Driver {
   std::vector<Future<rpc::Value>> call_trainers(const std::string& method,
                                                 const std::function<rpc::Args(size_t)>& args);
   void heartbeat_loop();
+  // The first other rank that does not answer a short ping; -1 when all do.
+  int find_unreachable_rank();
 
   const JobSpec& job_;
   const JobRuntime& runtime_;

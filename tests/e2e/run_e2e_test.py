@@ -176,10 +176,80 @@ def case_resume(braid, mpiexec, tmp):
            "identical byte for byte", os.path.basename(fd) == os.path.basename(pd) and fs == ps and len(fs) == 4)
 
 
+def rank_pids(mpirun_pid):
+    """{rank: pid} of the braid processes mpirun started (children of mpirun, by OMPI_COMM_WORLD_RANK)."""
+    pids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != mpirun_pid:
+                continue
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env_vars = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+            if b"OMPI_COMM_WORLD_RANK" in env_vars:
+                pids[int(env_vars[b"OMPI_COMM_WORLD_RANK"])] = int(d)
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def start_hybrid(braid, mpiexec, tmp, extra):
+    dump = os.path.join(tmp, "progress.jsonl")
+    p = start(mpirun(mpiexec, braid, 6, [HYBRID, "--steps", "100000", "--set", "loss=mse", "--set",
+                                         f"log.metrics={dump}"] + extra))
+    expect("the job runs (step 3 reached)", wait_for_line(dump, lambda ls: len(ls) >= 3, 60))
+    pids = rank_pids(p.pid)
+    expect(f"six ranks found under mpirun: {sorted(pids)}", sorted(pids) == list(range(6)))
+    return p, pids
+
+
+def case_kill(braid, mpiexec, tmp):
+    timeout_s = 10
+    p, pids = start_hybrid(braid, mpiexec, tmp, ["--set", f"failure.timeout_s={timeout_s}", "--set", "failure.heartbeat_s=1"])
+    killed = time.time()
+    os.kill(pids[2], signal.SIGKILL)
+    out, err = p.communicate(timeout=timeout_s + 30)
+    took = time.time() - killed
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    expect(f"kill -9 of trainer rank 2: the job ends in {took:.1f} s (bound {timeout_s} s) with a non-zero exit",
+           p.returncode != 0 and took < timeout_s + 5, r)
+    expect("the driver names the failed rank and role", "rank 2 (trainer) failed" in err, r)
+    time.sleep(0.5)
+    left = [r for r, pid in pids.items() if alive(pid)]
+    expect(f"no process left behind (alive: {left})", not left)
+
+
+def case_signal(braid, mpiexec, tmp):
+    ckpt = os.path.join(tmp, "ckpt")
+    p, pids = start_hybrid(braid, mpiexec, tmp, ["--set", f"checkpoint.dir={ckpt}"])
+    # SIGTERM to one rank's process (a worker): it tells the driver, which checkpoints and stops everyone.
+    os.kill(pids[4], signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    expect("SIGTERM to rank 4: every rank exits 0", p.returncode == 0, r)
+    lines = [l for l in err.splitlines() if "stopping on SIGTERM after step" in l]
+    expect(f"every rank logs the stop line ({len(lines)} of 6)", len(lines) >= 6, r)
+    step_dir, files = final_state_files(ckpt)
+    expect(f"the checkpoint the stop line names is complete: {os.path.basename(step_dir)} with meta.json and "
+           f"{sorted(files)}", os.path.exists(os.path.join(step_dir, "meta.json")) and step_dir in lines[0]
+           and sorted(files) == [f"rank-{r}.brsd" for r in range(5)], r)
+
+
 def main():
     braid, mpiexec, case = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory(prefix=f"braid-e2e-{case}-") as tmp:
-        {"seed000": case_seed000, "resume": case_resume}[case](braid, mpiexec, tmp)
+        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal}[case](braid, mpiexec, tmp)
     print(f"PASS {case}")
 
 
