@@ -12,6 +12,7 @@
 #include "cli/bench_command.h"
 #include "cli/info_command.h"
 #include "cli/run_command.h"
+#include "cli/status_command.h"
 #include "runtime/build_info.h"
 #include "runtime/launch_env.h"
 
@@ -93,6 +94,8 @@ int main(int argc, char** argv) {
   CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
   braid::cli::RunOptions run_options;
   CLI::App* run = braid::cli::add_run_command(app, run_options);
+  braid::cli::StatusOptions status_options;
+  CLI::App* status = braid::cli::add_status_command(app, status_options);
 
   try {
     app.parse(argc, argv);
@@ -119,6 +122,7 @@ int main(int argc, char** argv) {
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
     if (run->parsed()) return braid::cli::run_run_command(run_options, env);
+    if (status->parsed()) return braid::cli::run_status_command(status_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {

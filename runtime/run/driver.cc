@@ -123,7 +123,7 @@ void Driver::heartbeat_loop() {
     }
     for (auto& [r, f] : pings) {
       try {
-        f.value(bound + rpc::Millis(1000));
+        record_heartbeat(r, f.value(bound + rpc::Millis(1000)));
       } catch (const std::exception& e) {
         lock.lock();
         const bool stopping = stop_heartbeat_;
@@ -133,6 +133,32 @@ void Driver::heartbeat_loop() {
     }
     lock.lock();
   }
+}
+
+void Driver::record_heartbeat(int rank, const Value& answer) {
+  const rpc::Dict& d = answer.as_dict();
+  std::lock_guard<std::mutex> lock(mu_);
+  heard_[rank] = Heard{d.find("state")->as_string(), d.find("step")->as_int(), Clock::now()};
+}
+
+nlohmann::json Driver::status_snapshot() {
+  const RankStatus me = RankService::instance().status();
+  nlohmann::json ranks = nlohmann::json::array();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r = 0; r < runtime_.world_size(); ++r) {
+    nlohmann::json entry{{"rank", r}, {"role", std::string(role_name(role_of(job_, r)))}};
+    if (r == runtime_.rank()) {
+      entry.update({{"state", me.state + " (driver)"}, {"step", me.step}, {"last_heartbeat_s", 0.0}});
+    } else if (auto it = heard_.find(r); it != heard_.end()) {
+      entry.update({{"state", it->second.state}, {"step", it->second.step}, {"last_heartbeat_s", since(it->second.when)}});
+    } else {
+      entry.update({{"state", "not heard yet"}, {"step", 0}, {"last_heartbeat_s", -1.0}});
+    }
+    ranks.push_back(std::move(entry));
+  }
+  return nlohmann::json{{"job", job_.name},          {"file", job_.file},           {"state", me.state},
+                        {"step", me.step},           {"total_steps", total_steps_.load()},
+                        {"world_size", runtime_.world_size()}, {"ranks", std::move(ranks)}};
 }
 
 std::vector<Value> Driver::wait_all(std::vector<Future<Value>>& futures, const std::vector<int>& ranks,
@@ -279,7 +305,7 @@ int64_t Driver::resume_step() {
 
 Driver::StepTotals Driver::run_step(int64_t step, int64_t epoch, int64_t batch) {
   const bool want_grads = !options_.dump_grads.empty();
-  auto futures = call_trainers("train_step", [&](size_t) { return Args{Value(epoch), Value(batch), Value(want_grads)}; });
+  auto futures = call_trainers("train_step", [&](size_t) { return Args{Value(epoch), Value(batch), Value(want_grads), Value(step)}; });
   const auto results = wait_all(futures, job_.roles.trainers, fmt::format("step {}", step));
   StepTotals totals;
   double weighted = 0;
@@ -370,6 +396,7 @@ void Driver::stop_everyone(const std::string& message) {
   }
   cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
+  status_server_.reset();
   std::vector<Future<Value>> stops;
   std::vector<int> ranks = other_ranks(runtime_.world_size(), runtime_.rank());
   for (int r : ranks) stops.push_back(rpc::rpc_async(worker_name(r), "braid.stop", {Value(message)}));
@@ -381,6 +408,7 @@ int Driver::run() {
   int64_t done = 0;
   try {
     RankService::instance().set_status("starting", 0);
+    status_server_ = std::make_unique<StatusServer>([this] { return status_snapshot(); }, job_.status_file);
     create_remote_parts();
     create_trainers();
     done = resume_step();
@@ -388,6 +416,7 @@ int Driver::run() {
     fail(runtime_.rank(), e.what());
   }
   const int64_t total = job_.train.steps > 0 ? job_.train.steps : int64_t{job_.train.epochs} * num_batches_;
+  total_steps_ = total;
   const int64_t total_epochs = (total + num_batches_ - 1) / num_batches_;
   log()->info("training {} steps ({} per epoch, {} trainers) from step {}", total, num_batches_, trainers_.size(), done);
   int64_t samples_total = 0;

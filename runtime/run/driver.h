@@ -12,6 +12,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,6 +30,7 @@
 #include "runtime/run/grad_dump.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/progress.h"
+#include "runtime/run/status_server.h"
 #include "runtime/run/trainer.h"
 
 namespace braid::runtime {
@@ -78,6 +81,10 @@ class Driver {
   // The first other rank that does not answer a short ping; -1 when all do.
   int find_unreachable_rank();
 
+  // What `braid status` shows (status_server.h).
+  nlohmann::json status_snapshot();
+  void record_heartbeat(int rank, const rpc::Value& answer);
+
   const JobSpec& job_;
   const JobRuntime& runtime_;
   const RunOptions options_;
@@ -97,6 +104,14 @@ class Driver {
   std::condition_variable cv_;
   bool stop_heartbeat_ = false;  // GUARDED_BY(mu_)
   std::atomic<bool> failing_{false};
+  std::atomic<int64_t> total_steps_{0};
+  struct Heard {
+    std::string state;
+    int64_t step = 0;
+    std::chrono::steady_clock::time_point when;
+  };
+  std::map<int, Heard> heard_;  // GUARDED_BY(mu_): the last heartbeat answer of each other rank
+  std::unique_ptr<StatusServer> status_server_;
   std::thread heartbeat_;
 };
 

@@ -276,6 +276,7 @@ void register_trainer_class(std::function<const JobSpec&()> job_source,
         .method("train_step",
                 [](Trainer& t, const Args& a) {
                   RankService::instance().touch();
+                  RankService::instance().set_status("training", a.at(3).as_int());
                   return t.train_step(a.at(0).as_int(), a.at(1).as_int(), a.at(2).as_bool());
                 })
         .method("evaluate", [](Trainer& t, const Args&) { return t.evaluate(); })

@@ -246,10 +246,37 @@ def case_signal(braid, mpiexec, tmp):
            and sorted(files) == [f"rank-{r}.brsd" for r in range(5)], r)
 
 
+def case_status(braid, mpiexec, tmp):
+    status_file = os.path.join(tmp, "status")
+    p, pids = start_hybrid(braid, mpiexec, tmp, ["--set", f"status_file={status_file}"])
+    try:
+        with open(status_file) as f:
+            addr = f.read().strip()
+        r = run([braid, "status", "--addr", addr, "--json"], timeout=30)
+        expect(f"braid status --addr {addr} --json answers", r.returncode == 0, r)
+        s = json.loads(r.stdout)
+        roles = [x["role"] for x in s["ranks"]]
+        expect(f"status: job hybrid, state training, 6 ranks with their roles ({roles})",
+               s["job"] == "hybrid" and s["state"] == "training" and s["step"] >= 3
+               and roles == ["trainer"] * 4 + ["worker", "master"], r)
+        time.sleep(1.5)  # a heartbeat round (heartbeat_s 1 in the job file)
+        r = run([braid, "status", "--addr", addr], timeout=30)
+        rows = [l for l in r.stdout.splitlines()[2:] if l.strip()]
+        expect("status table: a line per rank, each heard within the last few seconds",
+               r.returncode == 0 and len(rows) == 6 and all(" s ago" in l for l in rows), r)
+    finally:
+        p.send_signal(signal.SIGUSR1)
+        out, err = p.communicate(timeout=60)
+    expect("the job stops on SIGUSR1 and removes its status file", p.returncode == 0 and not os.path.exists(status_file),
+           subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    r = run([braid, "status", "--addr", addr], timeout=30)
+    expect("braid status of a stopped job fails with a clear error", r.returncode != 0 and "status:" in r.stderr, r)
+
+
 def main():
     braid, mpiexec, case = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory(prefix=f"braid-e2e-{case}-") as tmp:
-        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal}[case](braid, mpiexec, tmp)
+        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status}[case](braid, mpiexec, tmp)
     print(f"PASS {case}")
 
 

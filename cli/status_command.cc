@@ -1,0 +1,39 @@
+#include "cli/status_command.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "base/check.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/run/status_server.h"
+
+namespace braid::cli {
+
+CLI::App* add_status_command(CLI::App& app, StatusOptions& options) {
+  CLI::App* status = app.add_subcommand("status", "Ask a running job's driver for its ranks, roles, state, step and "
+                                                  "last heartbeats");
+  status->add_option("job", options.job_file, "The job file (its status_file names the driver's address)")
+      ->check(CLI::ExistingFile);
+  status->add_option("--addr", options.addr, "The driver's HOST:PORT instead of a job file");
+  status->add_flag("--json", options.json, "Print the status as one JSON object");
+  status->add_option("--timeout", options.timeout_s, "Seconds to wait for the answer")->capture_default_str();
+  return status;
+}
+
+int run_status_command(const StatusOptions& options) {
+  BRAID_CHECK_ARG(options.job_file.empty() != options.addr.empty(),
+                  "status: give a job file or --addr HOST:PORT (one of them)");
+  std::string addr = options.addr;
+  if (addr.empty()) addr = runtime::read_status_address(runtime::parse_job_file(options.job_file).status_file);
+  const auto status = runtime::query_status(
+      addr, std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000)));
+  if (options.json) {
+    fmt::print("{}\n", status.dump());
+  } else {
+    fmt::print("{}", runtime::format_status(status));
+  }
+  return 0;
+}
+
+}  // namespace braid::cli
