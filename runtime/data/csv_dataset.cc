@@ -1,6 +1,6 @@
 // CSV datasets: one sample per line, comma-separated numbers, a label column of integer class ids.
 //
-// Conventions (docs/JOBS.md repeats them):
+// Conventions (runtime/data/dataset.h sums them up for users):
 //   - fields are separated by ',' and may be padded with spaces or tabs; no quoting. Lines may end in
 //     "\r\n". Blank lines are skipped (they still count in line numbers).
 //   - data.header: the first line is a header and is skipped (it must have the same number of fields).
