@@ -5,6 +5,7 @@
 #include "examples/custom_model/my_model.h"
 
 #include <memory>
+#include <utility>
 
 #include "autograd/ops/elementwise.h"
 #include "nn/linear.h"
@@ -40,19 +41,19 @@ class MyNet : public nn::Module {
 }  // namespace
 
 void register_my_model() {
-  runtime::register_model({
-      .name = "my_net",
-      .help = "Linear-tanh-Linear times a learned scale; args in, width (default 32), out",
-      .arg_names = {"in", "width", "out"},
-      .build = [](const runtime::ModelBuild& b) -> std::shared_ptr<nn::Module> {
-        // arg_int throws "model.args.width: expected an integer, got ..." for a bad value.
-        const int64_t in = b.arg_int("in");
-        const int64_t width = b.arg_int("width", 32);
-        const int64_t out = b.arg_int("out");
-        Generator gen(b.init_seed);
-        return std::make_shared<MyNet>(in, width, out, gen);
-      },
-  });
+  runtime::ModelDefinition d;
+  d.name = "my_net";
+  d.help = "Linear-tanh-Linear times a learned scale; args in, width (default 32), out";
+  d.arg_names = {"in", "width", "out"};
+  d.build = [](const runtime::ModelBuild& b) -> std::shared_ptr<nn::Module> {
+    // arg_int throws "model.args.width: expected an integer, got ..." for a bad value.
+    const int64_t in = b.arg_int("in");
+    const int64_t width = b.arg_int("width", 32);
+    const int64_t out = b.arg_int("out");
+    Generator gen(b.init_seed);
+    return std::make_shared<MyNet>(in, width, out, gen);
+  };
+  runtime::register_model(std::move(d));
 }
 
 }  // namespace my_project

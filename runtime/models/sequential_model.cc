@@ -71,7 +71,7 @@ const std::vector<LayerType>& layer_types() {
 
 // One parsed layer: what make_layer needs.
 struct LayerSpec {
-  LayerKind kind;
+  LayerKind kind = LayerKind::ReLU;
   int64_t a = 0;  // linear in, layer_norm dim, embedding num, flatten start_dim
   int64_t b = 0;  // linear out, embedding dim, flatten end_dim
   bool bias = true;
@@ -83,6 +83,13 @@ int64_t positive(const KeyReader& r, const std::string& key) {
   const int64_t v = r.get_int(key);
   BRAID_CHECK_ARG(v > 0, "{}: must be positive, got {}", r.where(key), v);
   return v;
+}
+
+void check_width(const std::optional<int64_t>& width, int64_t expected, const std::string& where) {
+  if (width.has_value() && *width != expected) {
+    BRAID_THROW(InvalidArgument, "{}: {} does not match the previous layer's output width {}", where, expected,
+                width.value());
+  }
 }
 
 // Parses layers[index]; `width` is the feature width coming in (nullopt when unknown) and is updated to
@@ -117,14 +124,14 @@ LayerSpec parse_layer(const json& layer, size_t index, std::optional<int64_t>& w
   check_known_keys(keys, allowed, where, fmt::format("key of layer {}", type->name));
   const KeyReader r(keys, where);
 
-  LayerSpec s{type->kind};
+  LayerSpec s;
+  s.kind = type->kind;
   switch (type->kind) {
     case LayerKind::Linear:
       s.a = positive(r, "in");
       s.b = positive(r, "out");
       s.bias = r.get_bool("bias", true);
-      BRAID_CHECK_ARG(!width || *width == s.a, "{}: {} does not match the previous layer's output width {}",
-                      r.where("in"), s.a, *width);
+      check_width(width, s.a, r.where("in"));
       width = s.b;
       break;
     case LayerKind::ReLU:
@@ -144,8 +151,7 @@ LayerSpec parse_layer(const json& layer, size_t index, std::optional<int64_t>& w
       s.a = positive(r, "dim");
       s.x = r.get_double("eps", 1e-5);
       BRAID_CHECK_ARG(s.x > 0.0, "{}: must be positive, got {}", r.where("eps"), s.x);
-      BRAID_CHECK_ARG(!width || *width == s.a, "{}: {} does not match the previous layer's output width {}",
-                      r.where("dim"), s.a, *width);
+      check_width(width, s.a, r.where("dim"));
       width = s.a;
       break;
     case LayerKind::Embedding:

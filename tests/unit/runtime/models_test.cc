@@ -240,11 +240,17 @@ TEST_CASE("models: a user model registers, validates and builds; names are uniqu
   CHECK_THROWS_WITH(build("my_net", {{"in", "x"}, {"out", 2}}), "model.args.in: expected an integer, got \"x\"");
 
   CHECK_THROWS_WITH(my_project::register_my_model(), "register_model: a model named 'my_net' is already registered");
-  CHECK_THROWS_WITH(register_model({.name = "linear", .build = [](const ModelBuild&) { return nullptr; }}),
+  auto definition = [](const std::string& name, bool with_build) {
+    ModelDefinition d;
+    d.name = name;
+    if (with_build) d.build = [](const ModelBuild&) { return std::shared_ptr<nn::Module>(); };
+    return d;
+  };
+  CHECK_THROWS_WITH(register_model(definition("linear", true)),
                     "register_model: a model named 'linear' is already registered");
-  CHECK_THROWS_WITH(register_model({.name = "", .build = [](const ModelBuild&) { return nullptr; }}),
-                    "register_model: the model name is empty");
-  CHECK_THROWS_WITH(register_model({.name = "no_build"}), "register_model: model 'no_build' has no build function");
+  CHECK_THROWS_WITH(register_model(definition("", true)), "register_model: the model name is empty");
+  CHECK_THROWS_WITH(register_model(definition("no_build", false)),
+                    "register_model: model 'no_build' has no build function");
   CHECK(find_model("no_build") == nullptr);
 }
 
