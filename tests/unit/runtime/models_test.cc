@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -139,6 +140,25 @@ TEST_CASE("models: the same init_seed gives identical parameters, another seed d
     CHECK(same_parameters(*a, *b));
     CHECK_FALSE(same_parameters(*a, *other));
   }
+}
+
+TEST_CASE("models: builds on several threads at once draw from their own generators", "[models]") {
+  // The runtime builds on RPC threads while other threads may draw from the default generator: a build
+  // must depend on init_seed alone.
+  const json args = {{"in", 16}, {"hidden", {32, 32}}, {"out", 4}};
+  const auto reference = build("mlp", args, 3);
+  std::vector<std::shared_ptr<nn::Module>> built(4);
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < built.size(); ++i) {
+      threads.emplace_back([&, i] {
+        for (int k = 0; k < 20; ++k) built[i] = build("mlp", args, 3);
+        (void)randn({64});  // the default generator moves meanwhile
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  for (const auto& m : built) CHECK(same_parameters(*reference, *m));
 }
 
 TEST_CASE("models: ModelBuild's accessors read typed arguments with defaults and name the key", "[models]") {
