@@ -230,7 +230,7 @@ TEST_CASE("fsdp excludes ddp inside and outside", "[job]") {
   CHECK_FALSE(job.fsdp.reduce_dtype.has_value());
 }
 
-TEST_CASE("--set overrides one key with the same checks", "[job]") {
+TEST_CASE("overrides (--set KEY=VALUE) change one key with the same checks", "[job]") {
   JobSpec job = parse_job_file(fixture("hybrid.yaml"));
   apply_override(job, "optimizer.lr=0.1");
   CHECK(job.optimizer.lr == 0.1);
@@ -290,6 +290,15 @@ TEST_CASE("to_json holds every key and parses back to the same job", "[job]") {
     const JobSpec again = parse_job_text(j.dump(), "copy.yaml", "/elsewhere");
     CHECK(to_json(again) == j);
   }
+  // The edges of the value types survive too: the largest seed, nulls and nested values in model.args.
+  const JobSpec edge = parse("roles: {trainers: 2}\n"
+                             "train: {seed: 18446744073709551615}\n"
+                             "fsdp: {reduce_dtype: float16}\n"
+                             "model: {kind: mlp, args: {sizes: [4, 8], none: ~, nested: {a: \"1\", b: 1e-3}}}\n");
+  CHECK(edge.train.seed == UINT64_MAX);
+  CHECK(edge.model.args["nested"]["b"] == 1e-3);
+  const nlohmann::json j = to_json(edge);
+  CHECK(to_json(parse_job_text(j.dump(), "copy.yaml", "/elsewhere")) == j);
 }
 
 TEST_CASE("check_world_size compares the roles with the launcher's world", "[job]") {
