@@ -42,8 +42,9 @@ std::string summary(const CheckOptions& options, const runtime::JobSpec& job) {
                                     ? "no optimizer"
                                     : fmt::format("{} lr {}", runtime::to_string(job.optimizer.kind), job.optimizer.lr);
   return fmt::format("{}: ok — {}: {} ranks ({}), backend {}, model {}, {} of batch {} per trainer, {}, {}, data {}\n",
-                     options.job_file, job.name, roles.world_size(), who, runtime::to_string(job.backend), job.model.kind,
-                     length, job.train.batch_size, parallel, optimizer, runtime::to_string(job.data.kind));
+                     options.job_file, job.name, roles.world_size(), who, runtime::to_string(job.backend),
+                     job.model.kind, length, job.train.batch_size, parallel, optimizer,
+                     runtime::to_string(job.data.kind));
 }
 
 }  // namespace
@@ -55,8 +56,7 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
                   "Override one key of the job: KEY=VALUE with a dotted key and a YAML value (repeatable)")
       ->allow_extra_args(false);
   cmd->add_flag("--print", options.print, "Print the resolved job (every key, defaults included) as JSON");
-  cmd->add_option("--world-size", options.world_size,
-                  "Also check that the roles fit a job of this many processes")
+  cmd->add_option("--world-size", options.world_size, "Also check that the roles fit a job of this many processes")
       ->check(CLI::PositiveNumber);
   cmd->footer(
       "Examples:\n"

@@ -92,7 +92,8 @@ Fields::Fields(const json& value, std::string path, std::vector<std::string> kno
   }
   if (value_.is_null()) return;
   for (const auto& [key, item] : value_.items()) {
-    if (std::find(known.begin(), known.end(), key) == known.end()) fail(this->path(key), unknown_key_reason(key, known));
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      fail(this->path(key), unknown_key_reason(key, known));
   }
 }
 

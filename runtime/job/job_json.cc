@@ -54,7 +54,8 @@ json& find_slot(json& tree, const std::string& key) {
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
     if (part.empty()) job_detail::fail(key, "the key has an empty part");
-    const bool free_form = parts.size() > 2 && parts[0] == "model" && (parts[1] == "args" || parts[1] == "layers") && i >= 2;
+    const bool free_form =
+        parts.size() > 2 && parts[0] == "model" && (parts[1] == "args" || parts[1] == "layers") && i >= 2;
     const std::string here = path.empty() ? part : path + "." + part;
     if (node->is_object()) {
       if (!node->contains(part) && !free_form) {
@@ -159,16 +160,29 @@ json to_json(const JobSpec& job) {
                 {"layers", job.model.layers.is_null() ? json::array() : job.model.layers},
                 {"init_seed", job.model.init_seed}};
   j["loss"] = to_string(job.loss);
-  j["data"] = {{"kind", to_string(d.kind)},        {"path", d.path},
-               {"test_path", d.test_path},         {"header", d.header},
-               {"label_column", d.label_column},   {"feature_columns", d.feature_columns},
-               {"feature_scale", d.feature_scale}, {"num_samples", d.num_samples},
-               {"num_features", d.num_features},   {"num_classes", d.num_classes},
-               {"seed", d.seed},                   {"partition", to_string(d.partition)},
-               {"shuffle", d.shuffle},             {"drop_last", d.drop_last},
-               {"uneven", d.uneven},               {"micro_batch", d.micro_batch}};
-  j["optimizer"] = {{"kind", to_string(o.kind)}, {"lr", o.lr},       {"momentum", o.momentum},
-                    {"weight_decay", o.weight_decay}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}};
+  j["data"] = {{"kind", to_string(d.kind)},
+               {"path", d.path},
+               {"test_path", d.test_path},
+               {"header", d.header},
+               {"label_column", d.label_column},
+               {"feature_columns", d.feature_columns},
+               {"feature_scale", d.feature_scale},
+               {"num_samples", d.num_samples},
+               {"num_features", d.num_features},
+               {"num_classes", d.num_classes},
+               {"seed", d.seed},
+               {"partition", to_string(d.partition)},
+               {"shuffle", d.shuffle},
+               {"drop_last", d.drop_last},
+               {"uneven", d.uneven},
+               {"micro_batch", d.micro_batch}};
+  j["optimizer"] = {{"kind", to_string(o.kind)},
+                    {"lr", o.lr},
+                    {"momentum", o.momentum},
+                    {"weight_decay", o.weight_decay},
+                    {"beta1", o.beta1},
+                    {"beta2", o.beta2},
+                    {"eps", o.eps}};
   j["ddp"] = {{"mode", to_string(job.ddp.mode)},
               {"bucket_cap_mb", job.ddp.bucket_cap_mb},
               {"gradient_as_bucket_view", job.ddp.gradient_as_bucket_view},
@@ -211,7 +225,8 @@ void apply_override(JobSpec& job, const std::string& assignment) {
   try {
     json tree = to_json(job);
     // A derived status file follows a new name; one the job set stays.
-    const bool default_status = job.status_file == (job_dir(job) / (".braid-status-" + job.name)).lexically_normal().string();
+    const bool default_status =
+        job.status_file == (job_dir(job) / (".braid-status-" + job.name)).lexically_normal().string();
     find_slot(tree, key) = value;
     if (key == "name" && default_status) tree.erase("status_file");
     job = job_detail::parse_tree(tree, job.file, job_dir(job).string());

@@ -40,8 +40,9 @@ class Parser {
     if (!root.is_object()) {
       fail("", fmt::format("a job is a mapping of keys (name, roles, model, ...), got {}", describe(root)));
     }
-    Fields top(root, "", {"name", "backend", "rpc", "roles", "model", "loss", "data", "optimizer", "ddp",
-                          "fsdp", "train", "checkpoint", "log", "failure", "status_file"});
+    Fields top(root, "",
+               {"name", "backend", "rpc", "roles", "model", "loss", "data", "optimizer", "ddp", "fsdp", "train",
+                "checkpoint", "log", "failure", "status_file"});
     JobSpec job;
     job.file = origin_;
     job.name = default_name();
@@ -49,14 +50,17 @@ class Parser {
     static const std::regex kName{"[A-Za-z0-9][A-Za-z0-9._-]*"};
     if (!std::regex_match(job.name, kName)) {
       fail("name", fmt::format("'{}' is not a job name: use letters, digits, '.', '_' and '-' (it names the "
-                               "status file)", job.name));
+                               "status file)",
+                               job.name));
     }
-    top.read_enum<Backend>("backend", job.backend, {{"mpi", Backend::Mpi}, {"gloo", Backend::Gloo}, {"nccl", Backend::Nccl}});
+    top.read_enum<Backend>("backend", job.backend,
+                           {{"mpi", Backend::Mpi}, {"gloo", Backend::Gloo}, {"nccl", Backend::Nccl}});
     rpc(top.raw("rpc"), job.rpc);
     job.roles = parse_roles(top.raw("roles"));
     model(top.raw("model"), job.model);
-    top.read_enum<LossKind>("loss", job.loss, {{"cross_entropy", LossKind::CrossEntropy}, {"mse", LossKind::Mse},
-                                               {"weighted_sum", LossKind::WeightedSum}});
+    top.read_enum<LossKind>(
+        "loss", job.loss,
+        {{"cross_entropy", LossKind::CrossEntropy}, {"mse", LossKind::Mse}, {"weighted_sum", LossKind::WeightedSum}});
     train(top.raw("train"), job.train);  // before data: data.micro_batch is checked against the batch size
     data(top.raw("data"), job.data, job.train);
     optimizer(top.raw("optimizer"), job.optimizer);
@@ -64,7 +68,8 @@ class Parser {
     fsdp(top.raw("fsdp"), job.fsdp);
     if (job.fsdp.enabled && job.ddp.mode != DdpMode::None) {
       fail("fsdp.enabled", fmt::format("FSDP and DDP both reduce the trainers' gradients; with fsdp.enabled "
-                                       "set ddp.mode: none (it is '{}')", to_string(job.ddp.mode)));
+                                       "set ddp.mode: none (it is '{}')",
+                                       to_string(job.ddp.mode)));
     }
     checkpoint(top.raw("checkpoint"), job.checkpoint);
     log(top.raw("log"), job.log);
@@ -107,14 +112,16 @@ class Parser {
     out.args = json::object();
     if (f.has("args")) {
       if (!f.raw("args").is_object()) {
-        fail(f.path("args"), fmt::format("expected a mapping of the model's arguments, got {}", describe(f.raw("args"))));
+        fail(f.path("args"),
+             fmt::format("expected a mapping of the model's arguments, got {}", describe(f.raw("args"))));
       }
       out.args = f.raw("args");
     }
     out.layers = json::array();
     if (f.has("layers")) {
       const json& layers = f.raw("layers");
-      if (!layers.is_array()) fail(f.path("layers"), fmt::format("expected a list of layers, got {}", describe(layers)));
+      if (!layers.is_array())
+        fail(f.path("layers"), fmt::format("expected a list of layers, got {}", describe(layers)));
       for (size_t i = 0; i < layers.size(); ++i) {
         if (!layers[i].is_object()) {
           fail(fmt::format("model.layers[{}]", i),
@@ -133,19 +140,24 @@ class Parser {
   }
 
   void data(const json& value, DataSpec& out, const TrainSpec& train) {
-    Fields f(value, "data", {"kind", "path", "test_path", "header", "label_column", "feature_columns",
-                             "feature_scale", "num_samples", "num_features", "num_classes", "seed", "partition",
-                             "shuffle", "drop_last", "uneven", "micro_batch"});
-    f.read_enum<DataKind>("kind", out.kind, {{"synthetic", DataKind::Synthetic}, {"csv", DataKind::Csv},
-                                             {"binary", DataKind::Binary}, {"seed000", DataKind::Seed000}});
+    Fields f(value, "data",
+             {"kind", "path", "test_path", "header", "label_column", "feature_columns", "feature_scale", "num_samples",
+              "num_features", "num_classes", "seed", "partition", "shuffle", "drop_last", "uneven", "micro_batch"});
+    f.read_enum<DataKind>("kind", out.kind,
+                          {{"synthetic", DataKind::Synthetic},
+                           {"csv", DataKind::Csv},
+                           {"binary", DataKind::Binary},
+                           {"seed000", DataKind::Seed000}});
     const bool from_file = out.kind == DataKind::Csv || out.kind == DataKind::Binary;
     for (const char* key : {"path", "test_path"}) {
       std::string& path = std::string(key) == "path" ? out.path : out.test_path;
       f.read(key, path);
       if (path.empty()) continue;
-      if (!from_file) fail(f.path(key), fmt::format("only for csv and binary data (data.kind is '{}')", to_string(out.kind)));
+      if (!from_file)
+        fail(f.path(key), fmt::format("only for csv and binary data (data.kind is '{}')", to_string(out.kind)));
       path = resolve(path);
-      if (!fs::is_regular_file(path)) fail(f.path(key), fmt::format("no such file: {}", path));
+      std::error_code ec;  // an unreadable directory on the way reads as "no such file", not as a crash
+      if (!fs::is_regular_file(path, ec)) fail(f.path(key), fmt::format("no such file: {}", path));
     }
     if (from_file && out.path.empty()) {
       fail("data.path", fmt::format("required for {} data: the training file", to_string(out.kind)));
@@ -154,7 +166,8 @@ class Parser {
     f.read("label_column", out.label_column, INT32_MIN);
     if (f.has("feature_columns")) {
       const json& cols = f.raw("feature_columns");
-      if (!cols.is_array()) fail(f.path("feature_columns"), fmt::format("expected a list of column numbers, got {}", describe(cols)));
+      if (!cols.is_array())
+        fail(f.path("feature_columns"), fmt::format("expected a list of column numbers, got {}", describe(cols)));
       out.feature_columns.clear();
       for (size_t i = 0; i < cols.size(); ++i) {
         const std::string key = fmt::format("data.feature_columns[{}]", i);
@@ -171,22 +184,25 @@ class Parser {
     f.read("num_features", out.num_features, 1);
     f.read("num_classes", out.num_classes, 0);
     f.read("seed", out.seed);
-    f.read_enum<Partition>("partition", out.partition, {{"interleaved", Partition::Interleaved},
-                                                        {"contiguous", Partition::Contiguous}});
+    f.read_enum<Partition>("partition", out.partition,
+                           {{"interleaved", Partition::Interleaved}, {"contiguous", Partition::Contiguous}});
     f.read("shuffle", out.shuffle);
     f.read("drop_last", out.drop_last);
     f.read("uneven", out.uneven);
     f.read("micro_batch", out.micro_batch, 0);
     if (out.micro_batch > 0 && train.batch_size % out.micro_batch != 0) {
-      fail(f.path("micro_batch"), fmt::format("must divide train.batch_size ({}), got {}", train.batch_size,
-                                              out.micro_batch));
+      fail(f.path("micro_batch"),
+           fmt::format("must divide train.batch_size ({}), got {}", train.batch_size, out.micro_batch));
     }
   }
 
   void optimizer(const json& value, OptimizerSpec& out) {
     Fields f(value, "optimizer", {"kind", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"});
-    f.read_enum<OptimizerKind>("kind", out.kind, {{"none", OptimizerKind::None}, {"sgd", OptimizerKind::Sgd},
-                                                  {"adam", OptimizerKind::Adam}, {"adamw", OptimizerKind::AdamW}});
+    f.read_enum<OptimizerKind>("kind", out.kind,
+                               {{"none", OptimizerKind::None},
+                                {"sgd", OptimizerKind::Sgd},
+                                {"adam", OptimizerKind::Adam},
+                                {"adamw", OptimizerKind::AdamW}});
     f.read("lr", out.lr);
     if (out.kind != OptimizerKind::None) require_positive(out.lr, f.path("lr"));
     f.read("momentum", out.momentum);
@@ -204,9 +220,10 @@ class Parser {
   }
 
   void ddp(const json& value, DdpSpec& out) {
-    Fields f(value, "ddp", {"mode", "bucket_cap_mb", "gradient_as_bucket_view", "find_unused_parameters", "static_graph"});
-    f.read_enum<DdpMode>("mode", out.mode, {{"none", DdpMode::None}, {"inside", DdpMode::Inside},
-                                            {"outside", DdpMode::Outside}});
+    Fields f(value, "ddp",
+             {"mode", "bucket_cap_mb", "gradient_as_bucket_view", "find_unused_parameters", "static_graph"});
+    f.read_enum<DdpMode>("mode", out.mode,
+                         {{"none", DdpMode::None}, {"inside", DdpMode::Inside}, {"outside", DdpMode::Outside}});
     f.read("bucket_cap_mb", out.bucket_cap_mb);
     require_positive(out.bucket_cap_mb, f.path("bucket_cap_mb"));
     f.read("gradient_as_bucket_view", out.gradient_as_bucket_view);
@@ -224,7 +241,8 @@ class Parser {
                                    {"hybrid_shard", ShardingStrategy::HybridShard}});
     if (f.has("wrap")) {
       const json& wrap = f.raw("wrap");
-      if (!wrap.is_array()) fail(f.path("wrap"), fmt::format("expected a list of module names, got {}", describe(wrap)));
+      if (!wrap.is_array())
+        fail(f.path("wrap"), fmt::format("expected a list of module names, got {}", describe(wrap)));
       out.wrap.clear();
       for (size_t i = 0; i < wrap.size(); ++i) {
         if (!wrap[i].is_string() || wrap[i].get<std::string>().empty()) {
@@ -284,8 +302,8 @@ class Parser {
     f.read("heartbeat_s", out.heartbeat_s);
     require_positive(out.heartbeat_s, f.path("heartbeat_s"));
     if (out.heartbeat_s >= out.timeout_s) {
-      fail(f.path("heartbeat_s"), fmt::format("must be shorter than failure.timeout_s ({}), got {}", out.timeout_s,
-                                              out.heartbeat_s));
+      fail(f.path("heartbeat_s"),
+           fmt::format("must be shorter than failure.timeout_s ({}), got {}", out.timeout_s, out.heartbeat_s));
     }
     f.read("context_ttl_s", out.context_ttl_s);
     require_positive(out.context_ttl_s, f.path("context_ttl_s"));
@@ -316,11 +334,15 @@ JobSpec parse_job_text(const std::string& yaml, const std::string& origin, const
 }
 
 JobSpec parse_job_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw InvalidArgument(fmt::format("{}: cannot read the job file: a directory", path));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InvalidArgument(fmt::format("{}: cannot read the job file: a directory", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw InvalidArgument(fmt::format("{}: cannot read the job file: {}", path,
-                                      std::filesystem::exists(path) ? "permission denied or not a file" : "no such file"));
+    throw InvalidArgument(
+        fmt::format("{}: cannot read the job file: {}", path,
+                    std::filesystem::exists(path, ec) ? "permission denied or not a file" : "no such file"));
   }
   std::ostringstream text;
   text << in.rdbuf();

@@ -63,8 +63,8 @@ RolesSpec from_counts(const Fields& f) {
   int workers = 0;
   f.read("trainers", trainers, 1, kMaxRank);
   if (f.has("workers") && !f.raw("workers").is_number()) {
-    fail(f.path("workers"), fmt::format("roles.trainers is a count, so workers must be a count too, got {}",
-                                        describe(f.raw("workers"))));
+    fail(f.path("workers"),
+         fmt::format("roles.trainers is a count, so workers must be a count too, got {}", describe(f.raw("workers"))));
   }
   f.read("workers", workers, 0, kMaxRank);
   bool master = false;
@@ -117,7 +117,9 @@ void check_disjoint(const RolesSpec& roles) {
     if (fresh) return;
     if (it->second == role) fail("roles." + role, fmt::format("rank {} is listed twice", rank));
     fail("roles." + role, fmt::format("rank {} is already a {}; every rank has exactly one role", rank,
-                                      it->second == "trainers" ? "trainer" : it->second == "workers" ? "worker" : "master"));
+                                      it->second == "trainers"  ? "trainer"
+                                      : it->second == "workers" ? "worker"
+                                                                : "master"));
   };
   for (int r : roles.trainers) claim(r, "trainers");
   for (int r : roles.workers) claim(r, "workers");
@@ -136,7 +138,8 @@ void check_disjoint(const RolesSpec& roles) {
 
 RolesSpec parse_roles(const json& value) {
   if (value.is_null()) {
-    fail("roles", "required: which ranks train, e.g. {trainers: 4} or {trainers: [0, 1, 2, 3], workers: [4], master: 5}");
+    fail("roles",
+         "required: which ranks train, e.g. {trainers: 4} or {trainers: [0, 1, 2, 3], workers: [4], master: 5}");
   }
   Fields f(value, "roles", {"trainers", "workers", "master"});
   if (!f.has("trainers")) fail("roles.trainers", fmt::format("required: at least one trainer, as {}", kRanksHint));
@@ -147,9 +150,7 @@ RolesSpec parse_roles(const json& value) {
 
 }  // namespace job_detail
 
-int RolesSpec::world_size() const {
-  return static_cast<int>(trainers.size() + workers.size()) + (master ? 1 : 0);
-}
+int RolesSpec::world_size() const { return static_cast<int>(trainers.size() + workers.size()) + (master ? 1 : 0); }
 
 void check_world_size(const JobSpec& job, int world_size) {
   const int named = job.roles.world_size();
@@ -168,8 +169,8 @@ void check_world_size(const JobSpec& job, int world_size) {
   throw InvalidArgument(fmt::format(
       "{}: roles: the job's roles name {} rank(s) ({} trainer(s), {} worker(s), {} master) but the launcher "
       "started {}; start it with -n {} (mpirun -np {}, srun -n {}, braid launch -n {})",
-      who, named, job.roles.trainers.size(), job.roles.workers.size(), job.roles.master ? 1 : 0, world_size,
-      named, named, named, named));
+      who, named, job.roles.trainers.size(), job.roles.workers.size(), job.roles.master ? 1 : 0, world_size, named,
+      named, named, named));
 }
 
 }  // namespace braid::runtime

@@ -50,8 +50,7 @@ class Converter {
   json convert(const YAML::Node& node, const std::string& path) {
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return nullptr;
+      case YAML::NodeType::Null: return nullptr;
       case YAML::NodeType::Scalar: {
         // "!" marks a quoted scalar: a string whatever it spells ("123", "true").
         const std::string& tag = node.Tag();
@@ -75,8 +74,8 @@ class Converter {
           record(item, it->first);
           // yaml-cpp keeps both copies of a repeated key; a job file that sets a key twice is a mistake.
           if (out.contains(key)) {
-            throw InvalidArgument(fmt::format("{}:{}: {}: the key is given twice", origin_,
-                                              it->first.Mark().line + 1, item));
+            throw InvalidArgument(
+                fmt::format("{}:{}: {}: the key is given twice", origin_, it->first.Mark().line + 1, item));
           }
           out[key] = convert(it->second, item);
         }
@@ -106,8 +105,7 @@ YamlTree parse_yaml(const std::string& text, const std::string& origin) {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) throw InvalidArgument(fmt::format("{}: invalid YAML: {}", origin, e.msg));
-    throw InvalidArgument(
-        fmt::format("{}:{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw InvalidArgument(fmt::format("{}:{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   Converter converter(origin);
   YamlTree tree;

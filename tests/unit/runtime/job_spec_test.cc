@@ -156,12 +156,14 @@ TEST_CASE("bad roles are rejected with the role and rank", "[job]") {
   CHECK_THAT(parse_error(model), Contains("roles: required"));
   CHECK_THAT(parse_error("roles: {trainers: \"3-1\"}\n" + model), Contains("the range '3-1' is empty"));
   CHECK_THAT(parse_error("roles: {trainers: \"a-b\"}\n" + model), Contains("is not a rank or a range"));
-  CHECK_THAT(parse_error("roles: {trainers: [0, -1]}\n" + model), Contains("roles.trainers[1]: rank -1 is out of range"));
+  CHECK_THAT(parse_error("roles: {trainers: [0, -1]}\n" + model),
+             Contains("roles.trainers[1]: rank -1 is out of range"));
   CHECK_THAT(parse_error("roles: {trainers: 2, workers: [2]}\n" + model),
              Contains("roles.workers: roles.trainers is a count, so workers must be a count too"));
   CHECK_THAT(parse_error("roles: {trainers: [0], workers: 1}\n" + model),
              Contains("roles.workers: roles.trainers is a rank list, so workers must be one too"));
-  CHECK_THAT(parse_error("roles: {trainers: 2, master: 5}\n" + model), Contains("roles.master: roles.trainers is a count"));
+  CHECK_THAT(parse_error("roles: {trainers: 2, master: 5}\n" + model),
+             Contains("roles.master: roles.trainers is a count"));
 }
 
 TEST_CASE("unknown keys are rejected with the closest known key", "[job]") {
@@ -174,7 +176,8 @@ TEST_CASE("unknown keys are rejected with the closest known key", "[job]") {
   CHECK_THAT(far, Contains("zzz: unknown key (known keys: name, backend"));
   CHECK_THAT(parse_error("roles: {trainers: 1, trainer: 2}\nmodel: {kind: m}\n"),
              Contains("roles.trainer: unknown key; did you mean 'trainers'?"));
-  CHECK_THAT(parse_error(std::string(kMinimal) + "log:\n  level: info\n  levle: debug\n"), Contains("job.yaml:5: log.levle"));
+  CHECK_THAT(parse_error(std::string(kMinimal) + "log:\n  level: info\n  levle: debug\n"),
+             Contains("job.yaml:5: log.levle"));
 }
 
 TEST_CASE("values of the wrong type or out of range are rejected with the key and line", "[job]") {
@@ -193,16 +196,19 @@ TEST_CASE("values of the wrong type or out of range are rejected with the key an
              Contains("optimizer.kind: 'adagrad' is not one of none, sgd, adam, adamw"));
   CHECK_THAT(with("backend: glo\n"), Contains("backend: 'glo' is not one of mpi, gloo, nccl; did you mean 'gloo'?"));
   CHECK_THAT(with("ddp: {mode: sideways}\n"), Contains("ddp.mode: 'sideways' is not one of none, inside, outside"));
-  CHECK_THAT(with("ddp: {static_graph: yes}\n"), Contains("ddp.static_graph: expected true or false, got the string \"yes\""));
+  CHECK_THAT(with("ddp: {static_graph: yes}\n"),
+             Contains("ddp.static_graph: expected true or false, got the string \"yes\""));
   CHECK_THAT(with("train: 5\n"), Contains("train: expected a mapping of keys (epochs, steps"));
   CHECK_THAT(with("log: {level: loud}\n"), Contains("log.level: 'loud' is not one of trace, debug"));
   CHECK_THAT(with("failure: {timeout_s: 5, heartbeat_s: 10}\n"), Contains("failure.heartbeat_s: must be shorter"));
-  CHECK_THAT(with("checkpoint: {interval: 5}\n"), Contains("checkpoint.interval: checkpoints every K steps need checkpoint.dir"));
+  CHECK_THAT(with("checkpoint: {interval: 5}\n"),
+             Contains("checkpoint.interval: checkpoints every K steps need checkpoint.dir"));
   CHECK_THAT(with("fsdp: {param_dtype: float64}\n"), Contains("fsdp.param_dtype: 'float64' is not one of float16"));
   CHECK_THAT(with("name: \"bad name\"\n"), Contains("name: 'bad name' is not a job name"));
   CHECK_THAT(with("data: {micro_batch: 3}\n"), Contains("data.micro_batch: must divide train.batch_size (16), got 3"));
   CHECK_THAT(with("train: {epochs: 1}\ntrain: {epochs: 2}\n"), Contains("job.yaml:4: train: the key is given twice"));
-  CHECK_THAT(parse_error("roles: {trainers: 1}\nmodel: {kind: sequential}\n"), Contains("model.layers: required for kind sequential"));
+  CHECK_THAT(parse_error("roles: {trainers: 1}\nmodel: {kind: sequential}\n"),
+             Contains("model.layers: required for kind sequential"));
   CHECK_THAT(parse_error("roles: {trainers: 1}\nmodel: {kind: mlp, layers: [{kind: relu}]}\n"),
              Contains("model.layers: only for kind sequential"));
   CHECK_THAT(parse_error("roles: {trainers: 1}\nmodel: {args: {}}\n"), Contains("model.kind: required"));
@@ -220,9 +226,10 @@ TEST_CASE("fsdp excludes ddp inside and outside", "[job]") {
   CHECK_THAT(parse_error(std::string(kMinimal) + "fsdp: {enabled: true}\n"),
              Contains("job.yaml:3: fsdp.enabled: FSDP and DDP both reduce the trainers' gradients; with fsdp.enabled "
                       "set ddp.mode: none (it is 'outside')"));
-  const JobSpec job = parse(std::string(kMinimal) +
-                            "ddp: {mode: none}\nfsdp: {enabled: true, sharding_strategy: shard_grad_op, wrap: [layers.0],"
-                            " param_dtype: bfloat16}\n");
+  const JobSpec job =
+      parse(std::string(kMinimal) +
+            "ddp: {mode: none}\nfsdp: {enabled: true, sharding_strategy: shard_grad_op, wrap: [layers.0],"
+            " param_dtype: bfloat16}\n");
   CHECK(job.fsdp.enabled);
   CHECK(job.fsdp.sharding_strategy == ShardingStrategy::ShardGradOp);
   CHECK(job.fsdp.wrap == std::vector<std::string>{"layers.0"});
@@ -263,13 +270,18 @@ TEST_CASE("overrides (--set KEY=VALUE) change one key with the same checks", "[j
              Contains("--set train.batch_size=0: train.batch_size: must be >= 1, got 0"));
   CHECK_THAT(error_of([&] { apply_override(job, "optimizer.lr=fast"); }), Contains("optimizer.lr: expected a number"));
   CHECK_THAT(error_of([&] { apply_override(job, "roles.workers=[0]"); }), Contains("rank 0 is already a trainer"));
-  CHECK_THAT(error_of([&] { apply_override(job, "ddp.mode=outside"); apply_override(job, "fsdp.enabled=true"); }),
+  CHECK_THAT(error_of([&] {
+               apply_override(job, "ddp.mode=outside");
+               apply_override(job, "fsdp.enabled=true");
+             }),
              Contains("--set fsdp.enabled=true: fsdp.enabled: FSDP and DDP"));
   CHECK_THAT(error_of([&] { apply_override(job, "optimizer.lr"); }), Contains("expected KEY=VALUE"));
   CHECK_THAT(error_of([&] { apply_override(job, "=3"); }), Contains("expected KEY=VALUE"));
   CHECK_THAT(error_of([&] { apply_override(job, "optimizer.lr=[1"); }), Contains("not valid YAML"));
-  CHECK_THAT(error_of([&] { apply_override(job, "train.epochs.x=1"); }), Contains("train.epochs: is the number 1, so it has no key 'x'"));
-  CHECK_THAT(error_of([&] { apply_override(job, "data.path=missing.csv"); }), Contains("data.path: only for csv and binary"));
+  CHECK_THAT(error_of([&] { apply_override(job, "train.epochs.x=1"); }),
+             Contains("train.epochs: is the number 1, so it has no key 'x'"));
+  CHECK_THAT(error_of([&] { apply_override(job, "data.path=missing.csv"); }),
+             Contains("data.path: only for csv and binary"));
   // A rejected override leaves the job as it was (ddp.mode=outside above was a good one).
   nlohmann::json expected = before;
   expected["ddp"]["mode"] = "outside";
@@ -291,10 +303,11 @@ TEST_CASE("to_json holds every key and parses back to the same job", "[job]") {
     CHECK(to_json(again) == j);
   }
   // The edges of the value types survive too: the largest seed, nulls and nested values in model.args.
-  const JobSpec edge = parse("roles: {trainers: 2}\n"
-                             "train: {seed: 18446744073709551615}\n"
-                             "fsdp: {reduce_dtype: float16}\n"
-                             "model: {kind: mlp, args: {sizes: [4, 8], none: ~, nested: {a: \"1\", b: 1e-3}}}\n");
+  const JobSpec edge = parse(
+      "roles: {trainers: 2}\n"
+      "train: {seed: 18446744073709551615}\n"
+      "fsdp: {reduce_dtype: float16}\n"
+      "model: {kind: mlp, args: {sizes: [4, 8], none: ~, nested: {a: \"1\", b: 1e-3}}}\n");
   CHECK(edge.train.seed == UINT64_MAX);
   CHECK(edge.model.args["nested"]["b"] == 1e-3);
   const nlohmann::json j = to_json(edge);
