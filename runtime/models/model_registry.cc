@@ -280,4 +280,13 @@ void validate_model(const ModelSpec& model, DdpMode ddp_mode, bool has_workers) 
   }
 }
 
+void validate_job_model(const JobSpec& job) {
+  try {
+    validate_model(job.model, job.ddp.mode, !job.roles.workers.empty());
+  } catch (const InvalidArgument& e) {
+    if (job.file.empty()) throw;
+    BRAID_THROW(InvalidArgument, "{}: {}", job.file, e.what());
+  }
+}
+
 }  // namespace braid::runtime
