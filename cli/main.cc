@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "cli/bench_command.h"
+#include "cli/check_command.h"
 #include "cli/info_command.h"
 #include "runtime/build_info.h"
 #include "runtime/launch_env.h"
@@ -34,6 +35,7 @@ constexpr const char* kFooter =
     "Examples:\n"
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
+    "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
     "  srun -n 8 braid info                the same under Slurm\n"
     "  braid --log-level debug info        more logging for this run\n"
@@ -88,6 +90,8 @@ int main(int argc, char** argv) {
   CLI::App* info = braid::cli::add_info_command(app, info_options);
   braid::cli::BenchOptions bench_options;
   CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
+  braid::cli::CheckOptions check_options;
+  CLI::App* check = braid::cli::add_check_command(app, check_options);
 
   try {
     app.parse(argc, argv);
@@ -113,6 +117,7 @@ int main(int argc, char** argv) {
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
+    if (check->parsed()) return braid::cli::run_check_command(check_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {
