@@ -68,7 +68,9 @@ std::unique_ptr<Dataset> load_binary_dataset(const std::string& path, const Data
 
   const std::vector<int64_t> columns = resolve_feature_columns(spec.feature_columns, features.size(1), -1, path);
   Tensor x = features.to(DType::Float32);
-  if (!spec.feature_columns.empty()) x = index_select(x, 1, from_vector(columns, {static_cast<int64_t>(columns.size())}));
+  if (!spec.feature_columns.empty()) {
+    x = index_select(x, 1, from_vector(columns, {static_cast<int64_t>(columns.size())}));
+  }
   x = x.contiguous();
   if (spec.feature_scale != 1.0) x = x.clone().mul_(spec.feature_scale);  // never scale a shared tensor
   if (classes) {

@@ -336,8 +336,10 @@ TEST_CASE("binary files: classes and regression round trip, and corruption is re
   }
   SECTION("the writer refuses what the loader would") {
     const std::string p = dir.write("w.brsd", "");
-    CHECK_THROWS_WITH(save_binary_dataset(p, x, arange(3)), Catch::Contains("'features' has 4 rows but 'labels' has 3"));
-    CHECK_THROWS_WITH(save_binary_dataset(p, arange(4), arange(4)), Catch::Contains("must be a floating (N, F) matrix"));
+    CHECK_THROWS_WITH(save_binary_dataset(p, x, arange(3)),
+                      Catch::Contains("'features' has 4 rows but 'labels' has 3"));
+    CHECK_THROWS_WITH(save_binary_dataset(p, arange(4), arange(4)),
+                      Catch::Contains("must be a floating (N, F) matrix"));
     CHECK_THROWS_WITH(save_binary_dataset(p, x, from_vector(std::vector<int64_t>{0, 1, -2, 1})),
                       Catch::Contains("class id -2"));
     CHECK_THROWS_WITH(save_binary_dataset(p, x, arange(8).view({4, 2})), Catch::Contains("'labels' must be (N,)"));
