@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "runtime/data/binary_dataset.h"
 #include "runtime/data/dataset.h"
+#include "runtime/job/job_spec.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
 
@@ -406,12 +407,14 @@ TEST_CASE("seed000: the seed's sixteen examples, and trainer t gets block t", "[
 }
 
 TEST_CASE("the committed digits files load as the example's job reads them", "[runtime][data]") {
-  const auto data = std::filesystem::path(__FILE__).parent_path() / "../../../examples/data";
-  DataSpec spec = csv_spec((data / "digits_train.csv").string());
-  spec.test_path = (data / "digits_test.csv").string();
-  spec.header = true;
-  spec.label_column = -1;
-  spec.feature_scale = 1.0 / 16;
+  // The data section examples/data/README.md gives, through the job-file parser (relative to the folder).
+  const auto folder = std::filesystem::path(__FILE__).parent_path() / "../../../examples/data";
+  const JobSpec job = parse_job_text(
+      "roles: {trainers: 4}\nmodel: {kind: mlp}\n"
+      "data: {kind: csv, path: digits_train.csv, test_path: digits_test.csv, header: true, label_column: -1,\n"
+      "       feature_scale: 0.0625}\n",
+      "digits.yaml", folder.lexically_normal().string());
+  const DataSpec& spec = job.data;
   const auto train = make_dataset(spec, Split::Train);
   const auto test = make_dataset(spec, Split::Test);
   REQUIRE(test != nullptr);
