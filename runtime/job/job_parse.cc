@@ -183,6 +183,9 @@ class Parser {
     f.read("num_samples", out.num_samples, 1);
     f.read("num_features", out.num_features, 1);
     f.read("num_classes", out.num_classes, 0);
+    if (out.num_classes == 1) {
+      fail(f.path("num_classes"), "must be 0 (regression targets) or at least 2 classes, got 1");
+    }
     f.read("seed", out.seed);
     f.read_enum<Partition>("partition", out.partition,
                            {{"interleaved", Partition::Interleaved}, {"contiguous", Partition::Contiguous}});
