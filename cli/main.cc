@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "cli/bench_command.h"
+#include "cli/check_command.h"
 #include "cli/info_command.h"
 #include "cli/run_command.h"
 #include "cli/status_command.h"
@@ -38,6 +39,7 @@ constexpr const char* kFooter =
     "                                      train seed 000's hybrid model (4 trainers, a worker, a master)\n"
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
+    "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
     "  srun -n 8 braid info                the same under Slurm\n"
     "  braid --log-level debug info        more logging for this run\n"
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
   CLI::App* info = braid::cli::add_info_command(app, info_options);
   braid::cli::BenchOptions bench_options;
   CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
+  braid::cli::CheckOptions check_options;
+  CLI::App* check = braid::cli::add_check_command(app, check_options);
   braid::cli::RunOptions run_options;
   CLI::App* run = braid::cli::add_run_command(app, run_options);
   braid::cli::StatusOptions status_options;
@@ -121,6 +125,7 @@ int main(int argc, char** argv) {
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
+    if (check->parsed()) return braid::cli::run_check_command(check_options);
     if (run->parsed()) return braid::cli::run_run_command(run_options, env);
     if (status->parsed()) return braid::cli::run_status_command(status_options);
   } catch (const braid::InvalidArgument& e) {
