@@ -12,9 +12,10 @@ namespace braid::runtime {
 
 int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options) {
   block_job_signals();
-  // The model's module classes must be registered before the RPC agent starts: the driver creates the
-  // remote parts on the workers as soon as everyone has joined. Looking the model up registers them.
-  get_model(job.model.kind);
+  // The model is checked before anything starts; looking it up also registers the built-in module classes,
+  // which must happen before the RPC agent starts: the driver creates the remote parts on the workers as
+  // soon as everyone has joined.
+  validate_job_model(job);
   RankService::instance().configure(job, env.rank);
   register_rank_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });
