@@ -1,0 +1,121 @@
+// What `braid run` writes: the checkpoint layout (atomic files, latest, keeping the newest), the progress
+// line and metrics records, --dump-grads' JSON lines, and the parameter names they use.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "rpc/value.h"
+#include "runtime/run/checkpoint_dir.h"
+#include "runtime/run/grad_dump.h"
+#include "runtime/run/progress.h"
+#include "runtime/run/trainer.h"
+#include "tensor/factory.h"
+
+namespace braid::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+// A fresh directory under the system's temp dir, removed at the end of the test.
+struct TempDir {
+  TempDir() : path(fs::temp_directory_path() / ("braid-run-test-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "ckpt").string();
+  CHECK(!read_latest(dir).has_value());
+  for (int64_t step : {3, 6, 9}) {
+    const std::string step_dir = make_step_dir(dir, step);
+    CHECK(fs::path(step_dir).filename() == step_dir_name(step));
+    std::ofstream(rank_state_path(step_dir, 0)) << "state";
+    commit_checkpoint(dir, step_dir, {{"step", step}}, /*keep=*/2);
+  }
+  CHECK(step_dir_name(9) == "step-00000009");
+  CHECK(read(fs::path(dir) / "latest") == "step-00000009\n");
+  CHECK(!fs::exists(fs::path(dir) / "step-00000003"));  // only the newest two are kept
+  CHECK(fs::exists(fs::path(dir) / "step-00000006" / "meta.json"));
+  CHECK(!fs::exists(fs::path(dir) / "latest.tmp"));
+  const auto latest = read_latest(dir);
+  REQUIRE(latest.has_value());
+  CHECK(latest->meta.at("step") == 9);
+  CHECK(fs::path(latest->step_dir).filename() == "step-00000009");
+  // An incomplete directory (no meta.json) named by latest is an error naming both.
+  fs::create_directories(fs::path(dir) / "step-00000012");
+  write_file_atomically((fs::path(dir) / "latest").string(), "step-00000012\n");
+  CHECK_THROWS_WITH(read_latest(dir), Contains("step-00000012") && Contains("not a complete checkpoint"));
+}
+
+TEST_CASE("run: durations, counts and the metrics record", "[runtime][run]") {
+  CHECK(format_duration(0) == "0s");
+  CHECK(format_duration(45.4) == "45s");
+  CHECK(format_duration(192) == "3m12s");
+  CHECK(format_duration(3725) == "1h02m");
+  CHECK(format_count(1234.4) == "1,234");
+  CHECK(format_count(999) == "999");
+  CHECK(format_count(1234567) == "1,234,567");
+  StepReport r{120, 1000, 2, 5, 0.4312, 64, 1234, 12.5};
+  const auto j = step_record(r);
+  for (const char* key : {"step", "epoch", "loss", "samples", "samples_per_s", "elapsed_s", "time"}) {
+    CHECK(j.contains(key));
+  }
+  CHECK(j.at("step") == 120);
+}
+
+TEST_CASE("run: the progress line in a file is one line per call", "[runtime][run]") {
+  TempDir tmp;
+  const fs::path p = tmp.path / "out.txt";
+  std::FILE* f = std::fopen(p.c_str(), "w");
+  REQUIRE(f != nullptr);
+  {
+    ProgressPrinter printer(f);
+    printer.step(StepReport{120, 1000, 2, 5, 0.4312, 64, 1234, 120});
+    printer.line("done");
+  }
+  std::fclose(f);
+  CHECK(read(p) == "step 120/1000 epoch 2/5 loss 0.4312 1,234 samples/s ETA 14m40s\ndone\n");
+}
+
+TEST_CASE("run: --dump-grads lines hold nested lists in the tensor's shape", "[runtime][run]") {
+  CHECK(tensor_to_json(from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})).dump() == "[[1.0,2.0,3.0],[4.0,5.0,6.0]]");
+  CHECK(tensor_to_json(from_vector<float>({-0.5}, {})).dump() == "-0.5");
+  TempDir tmp;
+  const fs::path p = tmp.path / "grads.jsonl";
+  {
+    GradDumpWriter w(p.string());
+    rpc::Dict grads;
+    grads.set("fc1.weight", rpc::Value(from_vector<float>({-32, -16, 0, -16}, {2, 2})));
+    w.write(0, 1, 0, -3.5, grads);
+  }
+  CHECK(read(p) == "{\"rank\":0,\"step\":1,\"microbatch\":0,\"loss\":-3.5,\"grads\":{\"fc1.weight\":[[-32.0,-16.0],"
+                   "[0.0,-16.0]]}}\n");
+}
+
+TEST_CASE("run: parameter names without DDP's module levels", "[runtime][run]") {
+  CHECK(plain_parameter_name("module.fc1.weight") == "fc1.weight");
+  CHECK(plain_parameter_name("fc2.module.weight") == "fc2.weight");
+  CHECK(plain_parameter_name("fc1.weight") == "fc1.weight");
+  CHECK(plain_parameter_name("net.module") == "net.module");  // a parameter called "module" stays
+}
+
+}  // namespace
+}  // namespace braid::runtime

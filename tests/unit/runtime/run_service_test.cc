@@ -1,0 +1,78 @@
+// The rank service's pieces that need no job: the signal watcher and the sweep of distributed-autograd
+// contexts that a dead trainer left behind.
+#include <catch2/catch.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "dist_autograd/context.h"
+#include "dist_autograd/context_state.h"
+#include "rpc/api.h"
+#include "runtime/run/rank_service.h"
+#include "runtime/run/signals.h"
+#include "tests/unit/dist_autograd/solo_rpc.h"
+
+namespace braid::runtime {
+namespace {
+
+// Restores this thread's signal mask and the default actions when the test ends.
+struct SignalsRestored {
+  SignalsRestored() { pthread_sigmask(SIG_SETMASK, nullptr, &mask); }
+  ~SignalsRestored() {
+    for (int s : {SIGTERM, SIGUSR1, SIGINT}) ::signal(s, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  }
+  sigset_t mask;
+};
+
+TEST_CASE("run: a SignalWatcher takes SIGUSR1 and SIGTERM sent to the process", "[runtime][run]") {
+  SignalsRestored restore;
+  block_job_signals();
+  std::atomic<int> got{0};
+  std::atomic<int> count{0};
+  {
+    SignalWatcher watcher([&](int signo) {
+      got = signo;
+      ++count;
+    });
+    for (int signo : {SIGUSR1, SIGTERM}) {
+      const int before = count;
+      ::kill(::getpid(), signo);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (count == before && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      CHECK(got == signo);
+      CHECK(signal_name(got) == (signo == SIGUSR1 ? "SIGUSR1" : "SIGTERM"));
+    }
+  }  // joins within one wait
+  CHECK(count == 2);
+}
+
+TEST_CASE("run: contexts older than the TTL are swept, younger ones kept", "[runtime][run]") {
+  dist_autograd::testing::SoloRpc rpc;
+  // As if a trainer that died had reached this worker: a context nobody will release.
+  auto left = dist_autograd::ContextTable::instance().create(0);
+  const int64_t id = left->id();
+  left.reset();
+  REQUIRE(dist_autograd::has_context(id));
+  const auto listed = dist_autograd::list_contexts();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].id == id);
+  CHECK(listed[0].creator == 0);
+  CHECK(RankService::sweep_contexts(std::chrono::seconds(60)) == 0);  // younger than the TTL
+  CHECK(dist_autograd::has_context(id));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(RankService::sweep_contexts(std::chrono::milliseconds(20)) == 1);
+  CHECK(!dist_autograd::has_context(id));
+  CHECK(dist_autograd::num_contexts() == 0);
+  dist_autograd::wait_for_releases(std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace braid::runtime
