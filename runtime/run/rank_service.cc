@@ -58,18 +58,20 @@ std::string RankService::serve_until_stop() {
   BRAID_CHECK_ARG(job_ != nullptr, "RankService: serve_until_stop before configure");
   const JobSpec& job = *job_;
   const auto timeout = seconds(job.failure.timeout_s);
-  const auto tick = std::min(seconds(job.failure.heartbeat_s), std::chrono::milliseconds(1000));
+  // Checked every tick, and a tick early, so that the rank is gone within failure.timeout_s of its last
+  // contact with the driver.
+  const auto tick = std::chrono::milliseconds(250);
+  const auto limit = std::max(timeout - 2 * tick, tick);
   const auto ttl = seconds(job.failure.context_ttl_s);
   state_ = "serving";
   while (!stop_message_) {
     cv_.wait_for(lock, tick);
     if (stop_message_) break;
     const auto silent = std::chrono::steady_clock::now() - last_contact_;
-    if (silent > timeout) {
+    if (silent > limit) {
       const int driver = driver_rank(job);
-      const std::string why = fmt::format(
-          "the driver, {}, has not been heard from for {:.0f} s; exiting", describe_rank(job, driver),
-          std::chrono::duration<double>(silent).count());
+      const std::string why = fmt::format("the driver, {}, has not been heard from for {:g} s; exiting",
+                                          describe_rank(job, driver), job.failure.timeout_s);
       lock.unlock();
       abort_process(why);
     }
