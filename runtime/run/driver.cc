@@ -15,6 +15,7 @@
 #include "runtime/run/checkpoint_dir.h"
 #include "runtime/run/grad_dump.h"
 #include "runtime/run/rank_service.h"
+#include "runtime/run/remote_step_turns.h"
 #include "runtime/run/roles.h"
 
 namespace braid::runtime {
@@ -408,6 +409,7 @@ int Driver::run() {
   int64_t done = 0;
   try {
     RankService::instance().set_status("starting", 0);
+    RemoteStepTurns::instance().configure(static_cast<int>(job_.roles.trainers.size()));
     status_server_ = std::make_unique<StatusServer>([this] { return status_snapshot(); }, job_.status_file);
     create_remote_parts();
     create_trainers();

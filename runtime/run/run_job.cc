@@ -5,6 +5,7 @@
 #include "runtime/models/model_registry.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
+#include "runtime/run/remote_step_turns.h"
 #include "runtime/run/signals.h"
 #include "runtime/run/trainer.h"
 
@@ -18,6 +19,7 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   validate_job_model(job);
   RankService::instance().configure(job, env.rank);
   register_rank_functions();
+  register_turn_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });
 
   JobRuntime runtime(job, env);

@@ -15,6 +15,7 @@
 #include "runtime/models/loss.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/run/rank_service.h"
+#include "runtime/run/roles.h"
 #include "runtime/run/train_options.h"
 
 namespace braid::runtime {
@@ -126,7 +127,7 @@ Value Trainer::info() const {
   return Value(std::move(d));
 }
 
-Value Trainer::train_step(int64_t epoch, int64_t batch, bool want_grads) {
+Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_grads) {
   sampler_->set_epoch(epoch);
   const Batch full = train_->gather(sampler_->batch_indices(batch, job_.train.batch_size));
   // Micro-batches: rows [begin, end) of the batch.
@@ -145,7 +146,9 @@ Value Trainer::train_step(int64_t epoch, int64_t batch, bool want_grads) {
   double loss_sum = 0;
   int64_t samples = 0;
   ValueList micro;
-  for (const auto& [begin, end] : ranges) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto [begin, end] = ranges[i];
+    const auto mb_index = static_cast<int64_t>(i);
     const Batch b = full.slice(begin, end);
     dist_autograd::Context ctx;
     const Tensor output = front()(b.inputs).at(0);
@@ -161,7 +164,18 @@ Value Trainer::train_step(int64_t epoch, int64_t batch, bool want_grads) {
       }
       optimizer_->step_with(pg);
     }
-    if (remote_optimizer_) remote_optimizer_->step(ctx.id());
+    if (remote_optimizer_) {
+      // The remote parts are shared by every trainer: their steps go in the order the driver hands out
+      // (remote_step_turns.h), so that runs are reproducible.
+      const bool ordered = num_trainers_ > 1;
+      const std::string driver = worker_name(driver_rank(job_));
+      if (ordered) {
+        rpc::rpc_sync(driver, "braid.turn", {Value(step), Value(mb_index), Value(index_),
+                                             Value(static_cast<int64_t>(ranges.size()))});
+      }
+      remote_optimizer_->step(ctx.id());
+      if (ordered) rpc::rpc_sync(driver, "braid.turn_done", {Value(step), Value(mb_index), Value(index_)});
+    }
     const double l = loss.item<double>();
     loss_sum += l * static_cast<double>(end - begin);
     samples += end - begin;
@@ -277,7 +291,7 @@ void register_trainer_class(std::function<const JobSpec&()> job_source,
                 [](Trainer& t, const Args& a) {
                   RankService::instance().touch();
                   RankService::instance().set_status("training", a.at(3).as_int());
-                  return t.train_step(a.at(0).as_int(), a.at(1).as_int(), a.at(2).as_bool());
+                  return t.train_step(a.at(3).as_int(), a.at(0).as_int(), a.at(1).as_int(), a.at(2).as_bool());
                 })
         .method("evaluate", [](Trainer& t, const Args&) { return t.evaluate(); })
         .method("save", [](Trainer& t, const Args& a) { t.save(a.at(0).as_string()); return Value(); })

@@ -7,11 +7,13 @@
 // fsdp.enabled: fully_shard of each fsdp.wrap child, then of the root), and reads its shard of the
 // training data through a DistributedSampler.
 //
-// train_step(epoch, batch): the batch's micro-batches (data.micro_batch rows each; with data.uneven the
-// first half of the trainers keep only the first half of them, under DDP's join()), each in a
+// train_step(step, epoch, batch): the batch's micro-batches (data.micro_batch rows each, one when 0; with
+// data.uneven the first half of the trainers keep only the first half of them — two halves when
+// micro_batch is 0 — under DDP's join()), each in a
 // distributed-autograd context of its own that is released when the micro-batch is done: forward, loss,
 // dist_autograd::backward, then the local optimizer steps with this context's gradients of the local
-// parameters and a DistributedOptimizer steps the remote parts' parameters on their owners. DDP and FSDP
+// parameters and a DistributedOptimizer steps the remote parts' parameters on their owners, in the order
+// the driver hands out (remote_step_turns.h). DDP and FSDP
 // reduce inside the backward, so the context's map holds the reduced gradients (seed 000's semantics).
 //
 // Constructor arguments over RPC (TrainerArgs): (trainer index, the job as JSON text, a list of
@@ -62,7 +64,7 @@ class Trainer {
   rpc::Value info() const;
   // One step; returns {"loss" (rows-weighted mean over its micro-batches), "samples", and with want_grads
   // "microbatches": [{"loss", "grads": {parameter name: gradient}}]}.
-  rpc::Value train_step(int64_t epoch, int64_t batch, bool want_grads);
+  rpc::Value train_step(int64_t step, int64_t epoch, int64_t batch, bool want_grads);
   // This trainer's shard of the test split: {"loss_sum", "correct", "samples"} (no-grad, eval mode).
   rpc::Value evaluate();
   // Model and optimizer state, into one file (nn::save_state_dict, atomic) / back.

@@ -134,6 +134,41 @@ def wait_for_line(path, predicate, timeout):
     return False
 
 
+def check_resume(braid, mpiexec, tmp, label, nranks, job_args, nfiles):
+    """Stop a run by SIGUSR1 after step 3 or later, resume it 3 steps further, compare with an uninterrupted run."""
+    full_ckpt, part_ckpt = os.path.join(tmp, f"{label}-ckpt-full"), os.path.join(tmp, f"{label}-ckpt-part")
+    full_dump, part_dump, resumed_dump = (os.path.join(tmp, f"{label}-{n}") for n in ("full.jsonl", "part.jsonl", "resumed.jsonl"))
+    # SIGUSR1 to mpirun is forwarded to every rank: the driver finishes the step, checkpoints and stops everyone.
+    p = start(mpirun(mpiexec, braid, nranks, job_args + ["--steps", "1000", "--set", f"checkpoint.dir={part_ckpt}",
+                                                        "--dump-grads", part_dump]))
+    expect(f"{label}: the run reaches step 3", wait_for_line(part_dump, lambda ls: any(l["step"] >= 3 for l in ls), 60))
+    p.send_signal(signal.SIGUSR1)
+    out, err = p.communicate(timeout=60)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    expect(f"{label}: SIGUSR1 stops the job, every rank exits 0 and logs the stop line",
+           p.returncode == 0 and err.count("stopping on SIGUSR1 after step") >= nranks, r)
+    with open(os.path.join(part_ckpt, "latest")) as f:
+        stopped = int(f.read().strip().split("-")[1])
+    total = stopped + 3
+    expect(f"{label}: stopped after step {stopped}; both runs go to step {total}", stopped >= 3, r)
+    r = run(mpirun(mpiexec, braid, nranks, job_args + ["--steps", str(total), "--resume", "--set",
+                                                      f"checkpoint.dir={part_ckpt}", "--dump-grads", resumed_dump]))
+    expect(f"{label}: the resumed run finishes", r.returncode == 0 and "resumed from" in r.stderr, r)
+    r = run(mpirun(mpiexec, braid, nranks, job_args + ["--steps", str(total), "--set", f"checkpoint.dir={full_ckpt}",
+                                                      "--dump-grads", full_dump]))
+    expect(f"{label}: the uninterrupted run", r.returncode == 0 and f"done: {total} steps" in r.stdout, r)
+    full = {(l["rank"], l["step"], l["microbatch"]): l for l in read_dump(full_dump)}
+    resumed = read_dump(resumed_dump)
+    expect(f"{label}: the resumed run did steps {stopped + 1}..{total}",
+           sorted({l["step"] for l in resumed}) == list(range(stopped + 1, total + 1)), r)
+    expect(f"{label}: its gradients and losses equal the uninterrupted run's, bit for bit",
+           all(full[(l["rank"], l["step"], l["microbatch"])] == l for l in resumed))
+    fd, fs = final_state_files(full_ckpt)
+    pd, ps = final_state_files(part_ckpt)
+    expect(f"{label}: the final checkpoints ({os.path.basename(fd)}, {len(fs)} rank files) are identical byte for "
+           "byte", os.path.basename(fd) == os.path.basename(pd) and fs == ps and len(fs) == nfiles)
+
+
 def case_resume(braid, mpiexec, tmp):
     # A trainers-only job with Adam (optimizer state) on synthetic data: 4 trainers under DDP.
     job = os.path.join(tmp, "dp.yaml")
@@ -142,38 +177,10 @@ def case_resume(braid, mpiexec, tmp):
                 "data: {kind: synthetic, num_samples: 256, num_features: 16, num_classes: 4}\n"
                 "optimizer: {kind: adam, lr: 0.01}\ntrain: {epochs: 1, batch_size: 8}\n"
                 "log: {interval: 1}\nfailure: {timeout_s: 20, heartbeat_s: 1}\n")
-    full_ckpt, part_ckpt = os.path.join(tmp, "ckpt-full"), os.path.join(tmp, "ckpt-part")
-    full_dump, part_dump, resumed_dump = (os.path.join(tmp, n) for n in ("full.jsonl", "part.jsonl", "resumed.jsonl"))
-    # Stop after step 3 or later by SIGUSR1 to mpirun, which forwards it to every rank: the driver finishes the
-    # step, checkpoints and stops everyone.
-    p = start(mpirun(mpiexec, braid, 4, [job, "--steps", "1000", "--set", f"checkpoint.dir={part_ckpt}",
-                                         "--dump-grads", part_dump]))
-    expect("resume: the run reaches step 3", wait_for_line(part_dump, lambda ls: any(l["step"] >= 3 for l in ls), 60))
-    p.send_signal(signal.SIGUSR1)
-    out, err = p.communicate(timeout=60)
-    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
-    expect("resume: SIGUSR1 stops the job, every rank exits 0 and logs the stop line",
-           p.returncode == 0 and err.count("stopping on SIGUSR1 after step") >= 4, r)
-    with open(os.path.join(part_ckpt, "latest")) as f:
-        stopped = int(f.read().strip().split("-")[1])
-    total = stopped + 3
-    expect(f"resume: stopped after step {stopped}; both runs go to step {total}", stopped >= 3, r)
-    r = run(mpirun(mpiexec, braid, 4, [job, "--steps", str(total), "--resume", "--set", f"checkpoint.dir={part_ckpt}",
-                                       "--dump-grads", resumed_dump]))
-    expect("resume: the resumed run finishes", r.returncode == 0 and "resumed from" in r.stderr, r)
-    r = run(mpirun(mpiexec, braid, 4, [job, "--steps", str(total), "--set", f"checkpoint.dir={full_ckpt}",
-                                       "--dump-grads", full_dump]))
-    expect("resume: the uninterrupted run", r.returncode == 0 and f"done: {total} steps" in r.stdout, r)
-    full = {(l["rank"], l["step"], l["microbatch"]): l for l in read_dump(full_dump)}
-    resumed = read_dump(resumed_dump)
-    expect(f"resume: the resumed run did steps {stopped + 1}..{total}",
-           sorted({l["step"] for l in resumed}) == list(range(stopped + 1, total + 1)), r)
-    expect("resume: its gradients and losses equal the uninterrupted run's, bit for bit",
-           all(full[(l["rank"], l["step"], l["microbatch"])] == l for l in resumed))
-    fd, fs = final_state_files(full_ckpt)
-    pd, ps = final_state_files(part_ckpt)
-    expect(f"resume: the final checkpoints ({os.path.basename(fd)}, {len(fs)} rank files: model and Adam state) are "
-           "identical byte for byte", os.path.basename(fd) == os.path.basename(pd) and fs == ps and len(fs) == 4)
+    check_resume(braid, mpiexec, tmp, "data parallel, adam", 4, [job], 4)
+    # Seed 000's hybrid model with SGD: the remote parts on the worker are updated by every trainer's
+    # DistributedOptimizer, in the order the driver hands out; model state on 4 trainers and the worker.
+    check_resume(braid, mpiexec, tmp, "hybrid, sgd", 6, [HYBRID, "--set", "loss=mse"], 5)
 
 
 def rank_pids(mpirun_pid):
