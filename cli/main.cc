@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -126,7 +127,10 @@ int main(int argc, char** argv) {
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
     if (check->parsed()) return braid::cli::run_check_command(check_options);
-    if (run->parsed()) return braid::cli::run_run_command(run_options, env);
+    if (run->parsed()) {
+      run_options.levels_given = !log_spec.empty() || std::getenv("BRAID_LOG_LEVEL") || std::getenv("BRAID_LOG");
+      return braid::cli::run_run_command(run_options, env);
+    }
     if (status->parsed()) return braid::cli::run_status_command(status_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "base/logging.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/run/run_job.h"
 
@@ -28,6 +29,9 @@ int run_run_command(const RunOptions& options, const runtime::LaunchEnv& env) {
   runtime::JobSpec job = runtime::parse_job_file(options.job_file);
   for (const std::string& s : options.sets) runtime::apply_override(job, s);
   if (options.steps > 0) runtime::apply_override(job, fmt::format("train.steps={}", options.steps));
+  // The job's level, unless the command line or the environment chose; the RPC transport's lines about
+  // connections opening and closing (every rank's, at the end of every job) only from warn up.
+  if (!options.levels_given) logging::set_levels(job.log.level + (job.log.level == "info" ? ",braid.rpc=warn" : ""));
   runtime::RunOptions run;
   run.resume = options.resume;
   if (!options.dump_grads.empty()) run.dump_grads = std::filesystem::absolute(options.dump_grads).string();

@@ -18,6 +18,8 @@ struct RunOptions {
   bool resume = false;
   std::string dump_grads;
   std::vector<std::string> sets;
+  // Whether --log-level or BRAID_LOG_LEVEL/BRAID_LOG chose the levels; else the job's log.level does.
+  bool levels_given = false;
 };
 
 CLI::App* add_run_command(CLI::App& app, RunOptions& options);

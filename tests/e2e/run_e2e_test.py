@@ -9,7 +9,9 @@ Cases:
                    for steps 4-6 and bit-identical final checkpoints
   signal           SIGTERM to one rank's process: every rank logs the stop line and exits 0, checkpoint written
   kill             kill -9 of a trainer: every process ends within failure.timeout_s, naming the rank and role
+  driver_dies      kill -9 of the driver of an env:// job: the other ranks' watchdogs end them within the bound
   status           `braid status` while a job runs: ranks, roles, state and step
+  errors           a bad job file, a bad --set, the wrong process count, no launcher: clear errors, nothing runs
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import glob
 import json
@@ -317,10 +319,27 @@ def case_driver_dies(braid, mpiexec, tmp):
     expect(f"each names the driver's rank and role ({sum(named)} of 5)", all(named))
 
 
+def case_errors(braid, mpiexec, tmp):
+    bad = os.path.join(tmp, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("roles: {trainers: 2}\nmodel: {kind: mlp}\ntrain: {batchsize: 4}\n")
+    t0 = time.time()
+    r = run(mpirun(mpiexec, braid, 2, [bad]), timeout=60)
+    expect(f"a bad job file: every rank fails at once ({time.time() - t0:.1f} s) naming the file and key",
+           r.returncode != 0 and "bad.yaml:3: train.batchsize: unknown key" in r.stderr and "training" not in r.stderr, r)
+    r = run(mpirun(mpiexec, braid, 6, [HYBRID, "--set", "model.args.nope=1"]), timeout=60)
+    expect("a bad --set: the model's argument named", r.returncode != 0 and "model.args" in r.stderr and "nope" in r.stderr, r)
+    r = run(mpirun(mpiexec, braid, 4, [HYBRID]), timeout=60)
+    expect("the wrong number of processes: the roles and the launcher's count named",
+           r.returncode != 0 and "the job's roles name 6 rank(s)" in r.stderr and "the launcher started 4" in r.stderr, r)
+    r = run([braid, "run", HYBRID], timeout=60)
+    expect("no launcher: exit 2, how to start it", r.returncode == 2 and "needs 6 processes" in r.stderr, r)
+
+
 def main():
     braid, mpiexec, case = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory(prefix=f"braid-e2e-{case}-") as tmp:
-        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status, "driver_dies": case_driver_dies}[case](braid, mpiexec, tmp)
+        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status, "driver_dies": case_driver_dies, "errors": case_errors}[case](braid, mpiexec, tmp)
     print(f"PASS {case}")
 
 
