@@ -333,6 +333,7 @@ void Driver::evaluate(int64_t step, int64_t epoch) {
   const auto results = wait_all(futures, job_.roles.trainers, "evaluating");
   double loss = 0, correct = 0;
   int64_t samples = 0;
+  const bool classified = results.at(0).as_dict().find("classified")->as_bool();
   for (const auto& v : results) {
     const rpc::Dict& r = v.as_dict();
     loss += r.find("loss_sum")->as_double();
@@ -342,11 +343,15 @@ void Driver::evaluate(int64_t step, int64_t epoch) {
   if (samples == 0) return;
   const double mean_loss = loss / static_cast<double>(samples);
   const double acc = correct / static_cast<double>(samples);
-  progress_.line(fmt::format("eval after step {} (epoch {}): loss {:.4f} accuracy {:.2f}% ({} test samples)", step,
-                             epoch, mean_loss, acc * 100, samples));
-  metrics_.write({{"step", step}, {"epoch", epoch}, {"eval_loss", mean_loss}, {"eval_accuracy", acc},
-                  {"eval_samples", samples}});
-  last_accuracy_ = acc;
+  const std::string accuracy = classified ? fmt::format(" accuracy {:.2f}%", acc * 100) : "";
+  progress_.line(fmt::format("eval after step {} (epoch {}): loss {:.4f}{} ({} test samples)", step, epoch, mean_loss,
+                             accuracy, samples));
+  nlohmann::json record{{"step", step}, {"epoch", epoch}, {"eval_loss", mean_loss}, {"eval_samples", samples}};
+  if (classified) {
+    record["eval_accuracy"] = acc;
+    last_accuracy_ = acc;
+  }
+  metrics_.write(record);
 }
 
 std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {

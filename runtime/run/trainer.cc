@@ -223,6 +223,7 @@ Value Trainer::evaluate() {
   out.set("loss_sum", Value(loss_sum));
   out.set("correct", Value(correct));
   out.set("samples", Value(samples));
+  out.set("classified", Value(test_ != nullptr && test_->num_classes() > 0));
   return Value(std::move(out));
 }
 

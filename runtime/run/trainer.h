@@ -65,7 +65,8 @@ class Trainer {
   // One step; returns {"loss" (rows-weighted mean over its micro-batches), "samples", and with want_grads
   // "microbatches": [{"loss", "grads": {parameter name: gradient}}]}.
   rpc::Value train_step(int64_t step, int64_t epoch, int64_t batch, bool want_grads);
-  // This trainer's shard of the test split: {"loss_sum", "correct", "samples"} (no-grad, eval mode).
+  // This trainer's shard of the test split: {"loss_sum", "correct", "samples", "classified"} (no-grad, eval
+  // mode; "classified": whether the data has classes, so that accuracy means something).
   rpc::Value evaluate();
   // Model and optimizer state, into one file (nn::save_state_dict, atomic) / back.
   void save(const std::string& path) const;
