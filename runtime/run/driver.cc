@@ -275,7 +275,6 @@ void Driver::create_trainers() {
 
 int64_t Driver::resume_step() {
   if (!options_.resume) return 0;
-  BRAID_CHECK_ARG(!job_.checkpoint.dir.empty(), "--resume: {} sets no checkpoint.dir", job_.file);
   const auto ref = read_latest(job_.checkpoint.dir);
   if (!ref) {
     log()->warn("--resume: no checkpoint in {} yet; starting from step 0", job_.checkpoint.dir);

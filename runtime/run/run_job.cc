@@ -1,5 +1,6 @@
 #include "runtime/run/run_job.h"
 
+#include "base/check.h"
 #include "base/logging.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
@@ -17,6 +18,8 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   // which must happen before the RPC agent starts: the driver creates the remote parts on the workers as
   // soon as everyone has joined.
   validate_job_model(job);
+  BRAID_CHECK_ARG(!options.resume || !job.checkpoint.dir.empty(),
+                  "--resume: {} sets no checkpoint.dir (give one with --set checkpoint.dir=DIR)", job.file);
   RankService::instance().configure(job, env.rank);
   register_rank_functions();
   register_turn_functions();

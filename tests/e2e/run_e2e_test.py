@@ -253,6 +253,19 @@ def case_signal(braid, mpiexec, tmp):
     expect(f"the checkpoint the stop line names is complete: {os.path.basename(step_dir)} with meta.json and "
            f"{sorted(files)}", os.path.exists(os.path.join(step_dir, "meta.json")) and step_dir in lines[0]
            and sorted(files) == [f"rank-{r}.brsd" for r in range(5)], r)
+    # SIGTERM to mpirun: Open MPI (4.1) forwards it to every rank, which checkpoint and stop as above; mpirun
+    # itself then exits 1 whatever the ranks did, so only the ranks' side is checked.
+    tmp2 = os.path.join(tmp, "mpirun")
+    os.makedirs(tmp2)
+    ckpt2 = os.path.join(tmp2, "ckpt")
+    p, pids = start_hybrid(braid, mpiexec, tmp2, ["--set", f"checkpoint.dir={ckpt2}"])
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    lines = [l for l in err.splitlines() if "stopping on SIGTERM after step" in l]
+    step_dir, files = final_state_files(ckpt2)
+    expect(f"SIGTERM to mpirun: the ranks stop on it ({len(lines)} stop lines) after a complete checkpoint",
+           len(lines) >= 6 and os.path.exists(os.path.join(step_dir, "meta.json")) and len(files) == 5, r)
 
 
 def case_status(braid, mpiexec, tmp):
@@ -332,6 +345,9 @@ def case_errors(braid, mpiexec, tmp):
     r = run(mpirun(mpiexec, braid, 4, [HYBRID]), timeout=60)
     expect("the wrong number of processes: the roles and the launcher's count named",
            r.returncode != 0 and "the job's roles name 6 rank(s)" in r.stderr and "the launcher started 4" in r.stderr, r)
+    r = run(mpirun(mpiexec, braid, 6, [HYBRID, "--resume"]), timeout=60)
+    expect("--resume without checkpoint.dir: said before anything starts",
+           r.returncode != 0 and "--resume" in r.stderr and "checkpoint.dir" in r.stderr and "training" not in r.stderr, r)
     r = run([braid, "run", HYBRID], timeout=60)
     expect("no launcher: exit 2, how to start it", r.returncode == 2 and "needs 6 processes" in r.stderr, r)
 
