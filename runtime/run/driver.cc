@@ -71,8 +71,9 @@ void Driver::fail(int rank, const std::string& why) {
   log()->error("{}", message);
   // Best effort, bounded: the other ranks exit on their own watchdog anyway.
   std::vector<Future<Value>> aborts;
+  // The failed rank too: it may be alive (a trainer whose step threw) and would otherwise wait for its
+  // watchdog.
   for (int r : other_ranks(runtime_.world_size(), runtime_.rank())) {
-    if (r == rank) continue;
     try {
       aborts.push_back(rpc::rpc_async(worker_name(r), "braid.abort", {Value(message)}, rpc::Millis(2000)));
     } catch (const std::exception&) {
@@ -109,7 +110,8 @@ int Driver::find_unreachable_rank() {
 
 void Driver::heartbeat_loop() {
   const auto period = ms(job_.failure.heartbeat_s);
-  const auto bound = ms(job_.failure.timeout_s);
+  // A ping, and the wait before the next, fit in failure.timeout_s: a rank that hangs is found in time.
+  const auto bound = std::max(ms(job_.failure.timeout_s) - 2 * period, rpc::Millis(1000));
   const std::vector<int> ranks = other_ranks(runtime_.world_size(), runtime_.rank());
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, period, [&] { return stop_heartbeat_; })) {
