@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "cli/bench_command.h"
 #include "cli/info_command.h"
+#include "cli/launch_command.h"
 #include "runtime/build_info.h"
 #include "runtime/launch_env.h"
 
@@ -36,6 +37,7 @@ constexpr const char* kFooter =
     "  braid info --json                   the same, as one JSON object\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
     "  srun -n 8 braid info                the same under Slurm\n"
+    "  braid launch -n 2 -- braid info     the same without MPI: ranks on this machine, env:// rendezvous\n"
     "  braid --log-level debug info        more logging for this run\n"
     "  mpirun -np 4 -x BRAID_LOG_LEVEL=warn,braid.rpc=debug braid info\n"
     "                                      levels per logger, exported to every rank with -x\n"
@@ -88,6 +90,8 @@ int main(int argc, char** argv) {
   CLI::App* info = braid::cli::add_info_command(app, info_options);
   braid::cli::BenchOptions bench_options;
   CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
+  braid::cli::LaunchCommandOptions launch_options;
+  CLI::App* launch = braid::cli::add_launch_command(app, launch_options);
 
   try {
     app.parse(argc, argv);
@@ -113,6 +117,7 @@ int main(int argc, char** argv) {
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
+    if (launch->parsed()) return braid::cli::run_launch_command(launch_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {
