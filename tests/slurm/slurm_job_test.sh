@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sbatch scripts of deploy/slurm/ on a real Slurm: a private one-node cluster on loopback
 # (scripts/slurm_test_cluster.sh: Debian's munged, slurmctld and slurmd) runs each script to completion,
-# then runs each once more with a rank that waits for SIGUSR1 and sends the batch shell the signal that
+# runs a gloo job through braid-srun.sbatch (env:// rendezvous from Slurm's variables), then runs each
+# script once more with a rank that waits for SIGUSR1 and sends the batch shell the signal that
 # `#SBATCH --signal=B:USR1@120` sends before a time limit (scancel --batch --signal=USR1), which the
 # script must pass down to the ranks. Jobs are polled with `scontrol show job -o` every 0.5 s (sbatch
 # --wait checks only every 2, 8, 32 s). The cluster is torn down on every way out, by its recorded PIDs.
@@ -107,6 +108,17 @@ done
 for s in "${scripts[@]}"; do
   [ -n "${job_id[$s]}" ] && check_job "$s" "${job_id[$s]}" "$SLURM_TEST_DIR/$s-${job_id[$s]}.out" "${job_expect[@]}"
 done
+
+# A job whose ranks meet: gloo over env://, where braid takes the store's host from SLURM_JOB_NODELIST and
+# the port from the MASTER_PORT that braid-srun.sbatch sets (under mpirun, MPI is the store).
+if "$BRAID" info --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["backends"]["gloo"]["built"] else 1)'; then
+  id=$(submit braid-srun-gloo -n 2 "$root/deploy/slurm/braid-srun.sbatch" bench collectives --backend gloo --sizes 4K \
+       --iters 2 --no-raw)
+  check_job "braid-srun (gloo)" "$id" "$SLURM_TEST_DIR/braid-srun-gloo-$id.out" \
+    "RESULT collectives backend=gloo op=allreduce ranks=2 .*wrong=0"
+else
+  say "skipping the gloo job: this braid is built without gloo"
+fi
 
 # The timeout signal: one rank (a braid launch of one shell) waits for SIGUSR1 and exits 0 when it comes.
 waiter='trap "echo rank got USR1; exit 0" USR1; echo rank ready; while :; do sleep 0.2; done'
