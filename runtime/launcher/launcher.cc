@@ -156,20 +156,27 @@ void Launch::kill_all() {
 }
 
 void Launch::reap_exited() {
+  // Reap every rank that has ended before reporting, so that "the other N ranks" counts only ranks that
+  // are still running, and ranks that failed together are all named.
+  std::vector<size_t> failed;
   for (size_t r = 0; r < ranks_.size(); ++r) {
     ChildProcess& p = ranks_[r].process;
-    if (!p.running() || !p.reap_if_exited()) continue;
-    const int status = p.wait_status();
-    if (succeeded(status) || first_failure_) continue;
-    first_failure_ = status;
+    if (p.running() && p.reap_if_exited() && !succeeded(p.wait_status())) failed.push_back(r);
+  }
+  for (const size_t r : failed) {
+    const int status = ranks_[r].process.wait_status();
+    const bool first = !first_failure_;
+    if (first) first_failure_ = status;
+    // Ranks that fail while the job is already stopping were most likely stopped by the launcher itself.
+    if (!first && phase_ != Phase::kRunning) continue;
     const int others = running_count();
-    if (phase_ == Phase::kRunning && others > 0) {
+    if (first && phase_ == Phase::kRunning && others > 0) {
       say(fmt::format("rank {} {}; stopping the other {} {}", r, describe_exit(status), others, ranks_word(others)));
-      stop(SIGTERM, options_.kill_timeout);
     } else {
       say(fmt::format("rank {} {}", r, describe_exit(status)));
     }
   }
+  if (first_failure_ && phase_ == Phase::kRunning && running_count() > 0) stop(SIGTERM, options_.kill_timeout);
 }
 
 void Launch::on_signal(int sig) {
