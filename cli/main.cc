@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "cli/bench_command.h"
+#include "cli/check_command.h"
 #include "cli/info_command.h"
 #include "cli/launch_command.h"
 #include "runtime/build_info.h"
@@ -35,6 +36,7 @@ constexpr const char* kFooter =
     "Examples:\n"
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
+    "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
     "  srun -n 8 braid info                the same under Slurm\n"
     "  braid launch -n 2 -- braid info     the same without MPI: ranks on this machine, env:// rendezvous\n"
@@ -90,6 +92,8 @@ int main(int argc, char** argv) {
   CLI::App* info = braid::cli::add_info_command(app, info_options);
   braid::cli::BenchOptions bench_options;
   CLI::App* bench = braid::cli::add_bench_command(app, bench_options);
+  braid::cli::CheckOptions check_options;
+  CLI::App* check = braid::cli::add_check_command(app, check_options);
   braid::cli::LaunchCommandOptions launch_options;
   CLI::App* launch = braid::cli::add_launch_command(app, launch_options);
 
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
                 env.world_size);
     if (info->parsed()) return braid::cli::run_info_command(info_options, env);
     if (bench->parsed()) return braid::cli::run_bench_command(*bench, bench_options);
+    if (check->parsed()) return braid::cli::run_check_command(check_options);
     if (launch->parsed()) return braid::cli::run_launch_command(launch_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());

@@ -12,6 +12,7 @@ packages=(
   libboost-dev libboost-system-dev
   libbenchmark-dev
   nlohmann-json3-dev
+  libyaml-cpp-dev
 )
 
 missing=()

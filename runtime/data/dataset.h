@@ -8,7 +8,31 @@
 //   model.forward_many(b.inputs) ... loss(output, b.target)
 //
 // Everything here is deterministic: the same spec, seed, epoch and trainer give the same batches in every
-// run, which `braid run --resume` relies on.
+// run, which `braid run --resume` relies on. Shuffles and synthetic data come from a generator written
+// out in runtime/data/split_mix.h (SplitMix64), never from std:: distributions, so they are bit-identical
+// across processes, compilers and platforms; data_sampler_test.cc pins permutations to keep them so.
+//
+// The kinds of data (data.kind), all held in memory once loaded:
+//   synthetic  a fixed random teacher drawn from data.seed labels samples x ~ U(-1, 1)^num_features:
+//              class = argmax(W x + b + noise) with num_classes >= 2, or the regression target W x + b +
+//              noise with num_classes 0. The test split is max(1, num_samples / 4) further samples from
+//              another stream of the same teacher, none equal to a training sample.
+//   csv        one sample per line of comma-separated numbers; data.header skips a first line (which must
+//              have as many fields); blank lines are skipped; "\r\n" is accepted; fields may be padded
+//              with spaces, never quoted. data.label_column (negative counts from the end) holds integer
+//              class ids 0..C-1, and num_classes() is the file's largest id plus one (so a test file that
+//              lacks the top class reports fewer; trainers should size models from the training split).
+//              data.feature_columns (negative from the end; empty: every column but the label) are the
+//              features, in that order. Errors name the file, the line (from 1) and the column (from 0,
+//              the way data.label_column counts): "x.csv:17: column 3: 'abc' is not a number".
+//   binary     a state-dict file (nn/serialize.h) with tensors "features" (N, F) and "labels" (N,):
+//              integer labels are class ids, floating ones regression targets. See
+//              runtime/data/binary_dataset.h for the format and save_binary_dataset(), its writer.
+//   seed000    the sixteen examples of seed 000's get_training_examples(); no test split.
+// data.feature_scale multiplies every feature (synthetic, csv, binary), after the labels are made.
+//
+// Test splits: a file-backed kind reads data.test_path (make_dataset returns nullptr when it is empty),
+// synthetic draws one, seed000 has none.
 #pragma once
 
 #include <cstdint>

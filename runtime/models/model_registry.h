@@ -87,5 +87,8 @@ std::vector<std::string> model_names();  // sorted, built-ins included
 // Checks a spec's model against its definition without building anything (braid check): known kind, known
 // argument names, layers well-formed for "sequential", inside DDP supported if asked.
 void validate_model(const ModelSpec& model, DdpMode ddp_mode, bool has_workers);
+// validate_model() for a parsed job, with the job file named in the message as the parser names it
+// ("<file>: model.args.in: ..."): what `braid check` and `braid run` call after parsing and overrides.
+void validate_job_model(const JobSpec& job);
 
 }  // namespace braid::runtime

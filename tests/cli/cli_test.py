@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Smoke tests of the `braid` executable: exit codes, --version, --help, info (text and JSON), --log-level,
-and the rank stamp taken from a launcher's environment. Usage: cli_test.py PATH_TO_BRAID"""
+the rank stamp taken from a launcher's environment, and `braid check` on the job files of tests/fixtures/jobs. Usage: cli_test.py PATH_TO_BRAID"""
 import json
 import os
 import re
@@ -19,6 +19,47 @@ def run(braid, args, env_extra=None, launcher=None):
     env.update(env_extra or {})
     cmd = (launcher or []) + [braid] + args
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+
+JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "jobs")
+
+
+def check_job_file(braid, expect):
+    """`braid check`: the summary of a good job, a bad job's file/line/key/reason and exit 2, --set, --print."""
+    hybrid = os.path.join(JOBS, "hybrid.yaml")
+    r = run(braid, ["check", hybrid])
+    expect("check ok", r.returncode == 0 and "hybrid.yaml: ok" in r.stdout and "hybrid: 6 ranks (trainers 0-3, "
+           "workers 4, master 5), backend gloo, model hybrid, 3 steps" in r.stdout, r)
+    r = run(braid, ["check", os.path.join(JOBS, "bad_unknown_key.yaml")])
+    expect("check bad job exits 2 naming file, line, key and the suggestion", r.returncode == 2 and r.stdout == ""
+           and "bad_unknown_key.yaml:5: train.batchsize: unknown key; did you mean 'batch_size'?" in r.stderr, r)
+    r = run(braid, ["check", os.path.join(JOBS, "bad_missing_csv.yaml")])
+    expect("check csv file missing", r.returncode == 2 and "data.path: no such file" in r.stderr, r)
+    r = run(braid, ["check", os.path.join(JOBS, "no_such.yaml")])
+    expect("check missing job file", r.returncode == 2 and "no_such.yaml: cannot read the job file" in r.stderr, r)
+    r = run(braid, ["check", hybrid, "--set", "optimizer.kind=none", "--set", "ddp.mode=inside", "--set",
+                    "train.steps=7"])
+    expect("check --set", r.returncode == 0 and "7 steps" in r.stdout and "ddp inside" in r.stdout
+           and "no optimizer" in r.stdout, r)
+    r = run(braid, ["check", hybrid, "--set", "train.batch_size=0"])
+    expect("check bad --set exits 2", r.returncode == 2
+           and "--set train.batch_size=0: train.batch_size: must be >= 1, got 0" in r.stderr, r)
+    r = run(braid, ["check", hybrid, "--print", "--set", "optimizer.lr=0.5"])
+    try:
+        j = json.loads(r.stdout)
+        ok = (r.returncode == 0 and j["optimizer"]["lr"] == 0.5 and j["roles"]["master"] == 5
+              and j["train"]["batch_size"] == 4 and j["log"]["metrics"].endswith("/metrics.jsonl")
+              and os.path.isabs(j["checkpoint"]["dir"]) and j["fsdp"]["param_dtype"] is None)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    expect("check --print", ok, r)
+    r = run(braid, ["check", hybrid, "--world-size", "6"])
+    expect("check --world-size fits", r.returncode == 0, r)
+    r = run(braid, ["check", hybrid, "--world-size", "4"])
+    expect("check --world-size mismatch", r.returncode == 2 and "launcher started 4" in r.stderr, r)
+    r = run(braid, ["check", "--help"])
+    expect("check --help teaches", r.returncode == 0 and "--set optimizer.lr=0.1" in r.stdout
+           and "docs/JOBS.md" in r.stdout, r)
 
 
 def main():
@@ -71,6 +112,8 @@ def main():
            and "rank 1 of 2 (launched by env)" in r.stdout, r)
     r = run(braid, ["info"], {"SLURM_PROCID": "5", "SLURM_NTASKS": "2"})
     expect("rank outside the job exits 2 naming the variable", r.returncode == 2 and "SLURM_PROCID" in r.stderr, r)
+
+    check_job_file(braid, expect)
 
     mpirun = shutil.which("mpirun")
     if mpirun:

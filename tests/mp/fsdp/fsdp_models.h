@@ -1,4 +1,5 @@
 // The seed's FSDP test models (common_fsdp.py) built in braid, and the helpers the FSDP parity tests share.
+// NestedWrappedModule and TransformerWithSharedParams are the runtime's (runtime/models/fsdp_models.h).
 #pragma once
 
 #include <memory>
@@ -10,33 +11,14 @@
 #include "nn/container.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "runtime/models/fsdp_models.h"
 #include "tensor/factory.h"
 #include "tensor/random.h"
 
 namespace braid::mp {
 
-// NestedWrappedModule: Sequential(Linear(8, 4), Sequential(Linear(4, 16), Linear(16, 16)), Linear(16, 4),
-// Linear(4, 8)); the seed wraps the inner Sequential, its first Linear and Linear(16, 4) in units of
-// their own when asked, and the rest goes to the root's unit. No activations, as in the seed.
-class NestedWrappedModule : public nn::Module {
- public:
-  explicit NestedWrappedModule(uint64_t seed) : nn::Module("NestedWrappedModule") {
-    Generator gen(seed);
-    inner_first = std::make_shared<nn::Linear>(4, 16, true, &gen);
-    using Modules = std::initializer_list<std::shared_ptr<nn::Module>>;
-    inner = std::make_shared<nn::Sequential>(Modules{inner_first, std::make_shared<nn::Linear>(16, 16, true, &gen)});
-    outer_third = std::make_shared<nn::Linear>(16, 4, true, &gen);
-    auto first = std::make_shared<nn::Linear>(8, 4, true, &gen);
-    auto last = std::make_shared<nn::Linear>(4, 8, true, &gen);
-    module = register_module("module", std::make_shared<nn::Sequential>(Modules{first, inner, outer_third, last}));
-  }
-  Tensor forward(const Tensor& x) override { return (*module)(x); }
-  // The seed's _maybe_wrap targets, innermost first (bottom-up order for fully_shard).
-  std::vector<nn::Module*> wrap_targets() { return {inner_first.get(), inner.get(), outer_third.get()}; }
-
-  std::shared_ptr<nn::Sequential> module, inner;
-  std::shared_ptr<nn::Linear> inner_first, outer_third;
-};
+// NestedWrappedModule lives in the runtime (model kind "fsdp_nested"), which builds it for job files.
+using runtime::NestedWrappedModule;
 
 // An MLP stack: Linear(8, 16), ReLU, Linear(16, 10), ReLU, Linear(10, 8) — 10 and 8 rows do not divide
 // by 4 (or 3) ranks, so shards are padded.

@@ -1,0 +1,40 @@
+// make_dataset: the dataset a DataSpec describes, for a split.
+#include <cmath>
+
+#include "base/check.h"
+#include "runtime/data/tabular_dataset.h"
+
+namespace braid::runtime {
+
+namespace {
+
+// A file-backed split: the training file, or the optional test file.
+std::unique_ptr<Dataset> load_file(const DataSpec& spec, Split split) {
+  const std::string& path = split == Split::Train ? spec.path : spec.test_path;
+  if (path.empty()) {
+    // (to_string(DataKind) lives with the job-file parser, which this file does not need to link.)
+    BRAID_CHECK_ARG(split == Split::Test, "data.path is empty: data.kind {} needs a training file",
+                    spec.kind == DataKind::Csv ? "csv" : "binary");
+    return nullptr;  // no held-out data
+  }
+  return spec.kind == DataKind::Csv ? data::load_csv_dataset(path, spec) : data::load_binary_dataset(path, spec);
+}
+
+}  // namespace
+
+std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split) {
+  BRAID_CHECK_ARG(std::isfinite(spec.feature_scale) && spec.feature_scale != 0,
+                  "data.feature_scale is {}, must be a finite non-zero number", spec.feature_scale);
+  switch (spec.kind) {
+    case DataKind::Synthetic:
+      return data::make_synthetic_dataset(spec, split);
+    case DataKind::Csv:
+    case DataKind::Binary:
+      return load_file(spec, split);
+    case DataKind::Seed000:
+      return split == Split::Train ? data::make_seed000_dataset() : nullptr;
+  }
+  BRAID_THROW(InvalidArgument, "make_dataset: unknown data.kind {}", static_cast<int>(spec.kind));
+}
+
+}  // namespace braid::runtime

@@ -1,0 +1,31 @@
+// YAML text → nlohmann::json, keeping where each key was written.
+//
+// The job parser works on JSON only, so that a job file, a `--set` override and a job stored with a
+// checkpoint (to_json) all go through the same checks. YAML scalars become typed JSON values by YAML 1.2's
+// core schema: quoted scalars are strings; plain ones are null (~, null, empty), booleans (true/false),
+// integers, floats (including .inf/.nan) or else strings.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace braid::runtime::job_detail {
+
+// Dotted key path ("optimizer.lr", "roles.trainers[2]") → the 1-based line where it was written.
+using LineMap = std::map<std::string, int>;
+
+struct YamlTree {
+  nlohmann::json value;
+  LineMap lines;
+};
+
+// Parses one YAML document. Throws InvalidArgument "<origin>:<line>: ..." on a syntax error or a
+// duplicate key.
+YamlTree parse_yaml(const std::string& text, const std::string& origin);
+
+// The line of `path` or, failing that, of its closest written parent; 0 when none is known.
+int line_of(const LineMap& lines, const std::string& path);
+
+}  // namespace braid::runtime::job_detail

@@ -1,0 +1,25 @@
+// The job file's `loss`, applied to a model's output and the batch's target. Every loss is differentiable
+// in `output` (the target gets no gradient) and returns a scalar.
+//
+//   cross_entropy  output [N, C] logits, target [N] integer class indices; the mean over the batch
+//   mse            output and target of the same shape (or output [N, 1] and target [N], read as [N, 1]);
+//                  the mean of the squared differences
+//   weighted_sum   sum(output * target) with PyTorch's broadcasting, exactly as seed 000 writes its loss
+//                  `(output * mini_batch.values).sum()`: output [B, 1] times values [N] broadcasts to
+//                  [B, N], so the loss is sum(output) * sum(values) (SPEC E.3 and H.4) — kept literally
+//
+// A floating target of another dtype is converted to the output's. Shape and dtype errors are
+// InvalidArgument naming the loss and both shapes ("mse: output [4, 2] and target [4, 3] ...").
+#pragma once
+
+#include "runtime/job/job_spec.h"
+#include "tensor/tensor.h"
+
+namespace braid::runtime {
+
+Tensor compute_loss(LossKind kind, const Tensor& output, const Tensor& target);
+
+// The fraction of rows whose largest logit is the target class: output [N, C], target [N] integer, N > 0.
+double accuracy(const Tensor& output, const Tensor& target);
+
+}  // namespace braid::runtime
