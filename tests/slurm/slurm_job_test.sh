@@ -12,7 +12,8 @@
 set -uo pipefail
 
 # The job both scripts run: sbatch options; braid's arguments; regexes the job's output must contain.
-# For the training job: job_sbatch=(-n 6 --overcommit); job_braid=(run examples/hybrid/job.yaml --steps 3); job_expect=(...)
+# For the training job (checked with `braid run` from the core branch under braid-mpirun.sbatch: done in ~1 s):
+# job_sbatch=(-n 6 --overcommit); job_braid=(run examples/hybrid/job.yaml --steps 3); job_expect=('done: 3 steps in .*final loss')
 job_sbatch=(-n 2); job_braid=(info); job_expect=('rank 0 of 2 \(launched by (slurm|mpirun)\)' 'rank 1 of 2 \(launched by (slurm|mpirun)\)')
 
 readonly SKIP=77
@@ -67,12 +68,13 @@ wait_job() {
   scancel "$1" 2>/dev/null
 }
 
-# Waits until file $1 matches regex $2, at most as long as a job.
+# Waits until file $1 matches regex $2 while job $3 has not ended, at most as long as a job.
 wait_output() {
   local deadline
   deadline=$(deadline_for_job)
   until grep -Eq "$2" "$1" 2>/dev/null; do
     [ $SECONDS -lt $deadline ] || return 1
+    scontrol show job -o "$3" 2>/dev/null | grep -Eq 'JobState=(PENDING|CONFIGURING|RUNNING)' || return 1
     sleep 0.2
   done
 }
@@ -125,7 +127,7 @@ waiter='trap "echo rank got USR1; exit 0" USR1; echo rank ready; while :; do sle
 for s in "${scripts[@]}"; do
   id=$(submit "$s-usr1" -n 1 "$root/deploy/slurm/$s.sbatch" launch -n 1 -- sh -c "$waiter")
   out=$SLURM_TEST_DIR/$s-usr1-$id.out
-  if [ -z "$id" ] || ! wait_output "$out" "^\[rank 0\] rank ready"; then
+  if [ -z "$id" ] || ! wait_output "$out" "^\[rank 0\] rank ready" "$id"; then
     fail "$s: the SIGUSR1 job ${id:-(refused)} never got ready"
   else
     scancel --batch --signal=USR1 "$id"
