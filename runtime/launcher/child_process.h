@@ -56,6 +56,10 @@ class ChildProcess {
   // it and returns true; returns false while it runs. True again on later calls.
   bool reap_if_exited();
 
+  // Forgets a child that did not end even after SIGKILL (stuck in the kernel): the destructor then
+  // neither signals nor waits for it again. Its process is init's to reap once it ends.
+  void abandon() { running_ = false; }
+
  private:
   ChildProcess() = default;
 

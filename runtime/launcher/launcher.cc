@@ -207,6 +207,7 @@ void Launch::on_deadline() {
   } else if (phase_ == Phase::kKilling) {
     say(fmt::format("{} {} not gone {} s after SIGKILL; giving up on them", ranks_word(running), running_list(),
                     kReapAfterKill.count() / 1000));
+    for (Rank& r : ranks_) r.process.abandon();
     gave_up_ = true;
   }
 }
