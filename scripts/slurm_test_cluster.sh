@@ -30,17 +30,17 @@ missing_packages() {
 
 cmd_install() {
   command -v dpkg-query >/dev/null || { say "no dpkg-query: not a Debian system"; exit $EXIT_SKIP; }
-  local missing
-  missing=$(missing_packages)
-  [ -z "$missing" ] && return 0
-  [ "$(id -u)" -eq 0 ] || { say "needs root to install:" $missing; exit $EXIT_SKIP; }
-  command -v apt-get >/dev/null || { say "no apt-get to install:" $missing; exit $EXIT_SKIP; }
-  say "installing" $missing
+  local missing=()
+  mapfile -t missing < <(missing_packages)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "$(id -u)" -eq 0 ] || { say "needs root to install: ${missing[*]}"; exit $EXIT_SKIP; }
+  command -v apt-get >/dev/null || { say "no apt-get to install: ${missing[*]}"; exit $EXIT_SKIP; }
+  say "installing ${missing[*]}"
   # Debian's postinst scripts may try to start system daemons; policy-rc.d usually refuses, and they would
   # not clash anyway: this cluster has its own key, socket and ports.
   if ! DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 ||
-     ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1; then
-    say "apt-get could not install:" $missing
+     ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+    say "apt-get could not install: ${missing[*]}"
     exit $EXIT_SKIP
   fi
 }
@@ -175,7 +175,7 @@ cmd_down() {
   local name pid sig
   for sig in TERM KILL; do
     while read -r name pid; do
-      ours_alive "$pid" "$dir" && kill -s "$sig" "$pid" 2>/dev/null || true
+      if ours_alive "$pid" "$dir"; then kill -s "$sig" "$pid" 2>/dev/null || true; fi
     done < <(tac "$dir/pids")
     local deadline=$((SECONDS + STOP_TIMEOUT_S))
     while [ $SECONDS -lt $deadline ]; do
