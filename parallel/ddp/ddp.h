@@ -100,10 +100,17 @@ class DistributedDataParallel : public nn::Module {
   // last rank to finish (the highest one). divide_by_initial_world_size: averages divide by the initial
   // world size (joined ranks count as zeros) or, when false, by the ranks still training. enable = false
   // makes it a no-op. Left by an exception, it does not shadow (the others then fail on their timeouts).
+  //
+  // throw_on_early_termination: instead of shadowing, every rank raises braid::Error as soon as one rank
+  // has run out of inputs: the ranks still training from their next forward ("Detected at least one rank
+  // that exhausted inputs. Throwing across all ranks."), the exhausted ones from the Join's destructor
+  // ("Rank r exhausted all inputs."), which is why the destructor may throw. The final model is then not
+  // synchronised, but no collective is left pending: the DDP stays usable on every rank.
   class Join {
    public:
-    Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable);
-    ~Join();
+    Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable,
+         bool throw_on_early_termination);
+    ~Join() noexcept(false);
     Join(const Join&) = delete;
     Join& operator=(const Join&) = delete;
 
@@ -112,8 +119,8 @@ class DistributedDataParallel : public nn::Module {
     bool enable_;
     int uncaught_;
   };
-  Join join(bool divide_by_initial_world_size = true, bool enable = true) {
-    return Join(*this, divide_by_initial_world_size, enable);
+  Join join(bool divide_by_initial_world_size = true, bool enable = true, bool throw_on_early_termination = false) {
+    return Join(*this, divide_by_initial_world_size, enable, throw_on_early_termination);
   }
 
   // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration.
@@ -146,6 +153,8 @@ class DistributedDataParallel : public nn::Module {
   bool require_backward_grad_sync_ = true;
   bool join_enabled_ = false;
   bool join_divide_by_initial_ = true;
+  bool join_throw_ = false;      // throw_on_early_termination of the current Join
+  bool join_exhausted_ = false;  // join_finish threw because this rank ran out of inputs first
   int64_t join_iterations_ = 0;  // forwards run inside the current Join
 };
 
