@@ -20,11 +20,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/process_group.h"
 #include "nn/module.h"
 #include "parallel/ddp/comm_hook.h"
+#include "parallel/ddp/delayed_allreduce.h"
 #include "parallel/ddp/mixed_precision.h"
 #include "parallel/ddp/reducer.h"
 
@@ -45,6 +47,13 @@ struct DDPOptions {
   // Parameter and buffer names (as named_parameters() gives them; a leading '.' is ignored) that DDP
   // neither reduces nor broadcasts.
   std::vector<std::string> params_and_buffers_to_ignore;
+  // PyTorch's delay_all_reduce_named_params: (name, parameter) pairs whose gradients are not bucketed but
+  // all-reduced together, once, at the end of each synced backward (parallel/ddp/delayed_allreduce.h).
+  // They must share one dtype and device. Independent of params_and_buffers_to_ignore, as in PyTorch: a
+  // parameter in both lists is still delayed. When every parameter that requires grad is delayed or
+  // ignored, DDP builds no Reducer and its forward is the module's (no buffer broadcast), as PyTorch's
+  // _delay_all_reduce_all_params. Not supported with join() nor inside distributed autograd.
+  std::vector<std::pair<std::string, Tensor>> delay_all_reduce_named_params;
   // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14). param_dtype: forward and backward run on
   // low-precision copies of the floating parameters (and floating inputs are cast to it), while the
   // parameters keep their full-precision values and get full-precision gradients (mixed_precision.h).
@@ -69,7 +78,10 @@ class DistributedDataParallel : public nn::Module {
   nn::Module& module() const { return *module_; }
   const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
   collectives::ProcessGroup& process_group() const { return *options_.process_group; }
-  Reducer& reducer() const { return *reducer_; }
+  // Throws when there is none (every parameter delayed or ignored).
+  Reducer& reducer() const;
+  // Null without delay_all_reduce_named_params.
+  const std::shared_ptr<DelayedAllreduce>& delayed_allreduce() const { return delayed_; }
 
   // Once per DDP (built-in or not): "register_comm_hook or register_builtin_comm_hook can only be called
   // once."
@@ -123,14 +135,16 @@ class DistributedDataParallel : public nn::Module {
     return Join(*this, divide_by_initial_world_size, enable, throw_on_early_termination);
   }
 
-  // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration.
-  ReducerStats logging_data() const { return reducer_->stats(); }
+  // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration
+  // (empty without a Reducer).
+  ReducerStats logging_data() const { return reducer_ ? reducer_->stats() : ReducerStats{}; }
   // The managed parameters, in registration order, and their names.
   const std::vector<Tensor>& managed_parameters() const { return params_; }
   const std::vector<std::string>& managed_parameter_names() const { return param_names_; }
 
  private:
-  void verify_params_across_processes();
+  void collect_parameters();
+  void verify_params_across_processes(const std::vector<Tensor>& params, const std::vector<std::string>& names);
   void sync_module_states(bool params, bool buffers, int root = 0);
   double allreduce_scalar(double value, collectives::ReduceOp op);
   // Join: the collectives every forward adds while a Join lives (count of training ranks, the global
@@ -140,7 +154,7 @@ class DistributedDataParallel : public nn::Module {
   void join_finish();
   std::vector<Tensor> synced_buffers() const;
   void before_forward();
-  void after_forward(const TensorList& outputs);
+  TensorList after_forward(TensorList outputs);
   TensorList cast_inputs(const TensorList& inputs) const;
 
   std::shared_ptr<nn::Module> module_;
@@ -148,7 +162,8 @@ class DistributedDataParallel : public nn::Module {
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
   std::vector<bool> expect_sparse_;
-  std::shared_ptr<Reducer> reducer_;
+  std::shared_ptr<Reducer> reducer_;                // null when every parameter is delayed or ignored
+  std::shared_ptr<DelayedAllreduce> delayed_;       // set with delay_all_reduce_named_params
   std::shared_ptr<ParamPrecision> param_precision_;  // set with mixed_precision.param_dtype
   bool require_backward_grad_sync_ = true;
   bool join_enabled_ = false;
