@@ -202,13 +202,37 @@ void DistributedDataParallel::verify_params_across_processes(const std::vector<T
 }
 
 std::vector<Tensor> DistributedDataParallel::synced_buffers() const {
+  std::vector<Tensor> out;
+  for (const auto& [name, b] : named_synced_buffers()) out.push_back(b);
+  return out;
+}
+
+std::map<std::string, Tensor> DistributedDataParallel::named_synced_buffers() const {
   std::set<std::string> ignored;
   for (const auto& n : options_.params_and_buffers_to_ignore) ignored.insert(normalise(n));
-  std::vector<Tensor> out;
+  std::map<std::string, Tensor> out;
   for (const auto& [name, b] : module_->named_buffers()) {
-    if (!ignored.count(name)) out.push_back(b);
+    if (!ignored.count(name)) out.emplace(name, b);
   }
   return out;
+}
+
+bool DistributedDataParallel::will_sync_module_buffers() const {
+  return options_.broadcast_buffers && require_backward_grad_sync_ && !named_synced_buffers().empty();
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (!buffer_hook_) return sync_module_states(/*params=*/false, /*buffers=*/true);
+  std::vector<Future<Tensor>> futures = buffer_hook_(named_synced_buffers());
+  if (!futures.empty()) reducer_->install_post_backward_futures(std::move(futures));
+}
+
+void DistributedDataParallel::register_buffer_comm_hook(BufferCommHook hook, BufferCommHookLocation location) {
+  BRAID_CHECK_ARG(static_cast<bool>(hook), "DistributedDataParallel::register_buffer_comm_hook: the hook is empty");
+  BRAID_CHECK_ARG(!join_enabled_, "DistributedDataParallel::register_buffer_comm_hook: not supported while a Join "
+                  "is active (rank {})", options_.process_group->rank());
+  buffer_hook_ = std::move(hook);
+  buffer_hook_location_ = location;
 }
 
 void DistributedDataParallel::sync_module_states(bool params, bool buffers, int root) {
@@ -255,15 +279,20 @@ void DistributedDataParallel::before_forward() {
   if (!reducer_) return;  // PyTorch runs the bare module then
   if (join_enabled_) {
     join_forward_prologue(/*active=*/true);
-  } else if (options_.broadcast_buffers && require_backward_grad_sync_) {
+  } else if (will_sync_module_buffers() &&
+             (!buffer_hook_ || buffer_hook_location_ == BufferCommHookLocation::kPreForward)) {
     // Buffers are re-collected each time: user code may have replaced one.
-    sync_module_states(false, true);
+    sync_buffers();
   }
   reducer_->prepare_for_forward();
   if (param_precision_) param_precision_->to_low_precision();
 }
 
 TensorList DistributedDataParallel::after_forward(TensorList outputs) {
+  if (reducer_ && buffer_hook_ && buffer_hook_location_ == BufferCommHookLocation::kPostForward &&
+      will_sync_module_buffers()) {
+    sync_buffers();
+  }
   const bool sync = autograd::GradMode::is_enabled() && require_backward_grad_sync_;
   // The sink goes first: the Reducer's unused-parameter search then walks through it.
   if (delayed_ && sync) outputs = delayed_->attach_sink(outputs);

@@ -17,6 +17,7 @@
 // of .grad: the Reducer writes into whatever gradient the backward pass accumulated.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,13 @@ class DistributedDataParallel : public nn::Module {
   // once."
   void register_comm_hook(NamedCommHook hook);
 
+  // PyTorch's _register_buffer_comm_hook: `hook` replaces the broadcast of rank 0's buffers, at
+  // `location` (comm_hook.h). Runs when the broadcast would: broadcast_buffers, grad sync on (not under
+  // no_sync), some buffer to sync; never without a Reducer. A later registration replaces an earlier one,
+  // as in PyTorch. Not supported with join() (PyTorch's join hook does not support it either).
+  void register_buffer_comm_hook(BufferCommHook hook,
+                                 BufferCommHookLocation location = BufferCommHookLocation::kPostForward);
+
   // While alive, backward passes accumulate gradients locally; the first synced iteration after it
   // reduces their sum. Restores the previous setting when destroyed (also on exceptions).
   class NoSync {
@@ -121,7 +129,7 @@ class DistributedDataParallel : public nn::Module {
   class Join {
    public:
     Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable,
-         bool throw_on_early_termination);
+         bool throw_on_early_termination = false);
     ~Join() noexcept(false);
     Join(const Join&) = delete;
     Join& operator=(const Join&) = delete;
@@ -153,6 +161,9 @@ class DistributedDataParallel : public nn::Module {
   void join_shadow_iteration();
   void join_finish();
   std::vector<Tensor> synced_buffers() const;
+  std::map<std::string, Tensor> named_synced_buffers() const;
+  bool will_sync_module_buffers() const;
+  void sync_buffers();  // the buffer hook, or the broadcast from rank 0
   void before_forward();
   TensorList after_forward(TensorList outputs);
   TensorList cast_inputs(const TensorList& inputs) const;
@@ -164,6 +175,8 @@ class DistributedDataParallel : public nn::Module {
   std::vector<bool> expect_sparse_;
   std::shared_ptr<Reducer> reducer_;                // null when every parameter is delayed or ignored
   std::shared_ptr<DelayedAllreduce> delayed_;       // set with delay_all_reduce_named_params
+  BufferCommHook buffer_hook_;                      // empty: broadcast from rank 0
+  BufferCommHookLocation buffer_hook_location_ = BufferCommHookLocation::kPostForward;
   std::shared_ptr<ParamPrecision> param_precision_;  // set with mixed_precision.param_dtype
   bool require_backward_grad_sync_ = true;
   bool join_enabled_ = false;

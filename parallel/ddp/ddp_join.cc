@@ -64,6 +64,8 @@ DistributedDataParallel::Join::Join(DistributedDataParallel& ddp, bool divide_by
   // A joined rank would have to shadow the delayed allreduce at its place among the Reducer's collectives.
   BRAID_CHECK_ARG(!ddp_.delayed_, "DistributedDataParallel::join: not supported with delay_all_reduce_named_params "
                   "(rank {})", ddp_.options_.process_group->rank());
+  BRAID_CHECK_ARG(!ddp_.buffer_hook_, "DistributedDataParallel::join: not supported with a buffer comm hook "
+                  "(rank {})", ddp_.options_.process_group->rank());
   BRAID_CHECK_ARG(!ddp_.join_enabled_, "DistributedDataParallel::join: a Join is already active on this DDP");
   ddp_.join_enabled_ = true;
   ddp_.join_divide_by_initial_ = divide_by_initial_world_size;
