@@ -1,6 +1,7 @@
 // delay_all_reduce_named_params (PyTorch's _delay_all_reduce_params): the delayed parameters leave the
 // buckets and are all-reduced once, at the end of backward, from one flat buffer their .grad views live
-// in. Parity with plain DDP over three SGD steps, with part or all of the parameters delayed; the
+// in. Parity with plain DDP over three SGD steps, with part or all of the parameters delayed (also with
+// find_unused_parameters, whose graph search walks through the sink node); the
 // interplay with params_and_buffers_to_ignore; no_sync; the argument errors.
 #include <algorithm>
 
@@ -42,7 +43,7 @@ std::vector<std::pair<std::string, Tensor>> named(const nn::Module& m, const std
 // Trains a plain DDP and one with `delayed` (and `ignored`) on the same rank-local batches; a third copy
 // without DDP gives the local gradients the ignored-only parameters must keep.
 void check_against_plain(MpFixture& f, const std::vector<std::string>& delayed,
-                         const std::vector<std::string>& ignored = {}) {
+                         const std::vector<std::string>& ignored = {}, bool find_unused = false) {
   const int ws = f.size(), r = f.rank();
   auto plain_model = std::make_shared<ParityNet>(7);
   auto delay_model = std::make_shared<ParityNet>(7);
@@ -50,6 +51,7 @@ void check_against_plain(MpFixture& f, const std::vector<std::string>& delayed,
   DDPOptions plain_o;
   plain_o.process_group = f.shared_group();
   plain_o.bucket_cap_mb = 0.001;
+  plain_o.find_unused_parameters = find_unused;  // the graph search walks through the sink
   DDPOptions delay_o = plain_o;
   delay_o.delay_all_reduce_named_params = named(*delay_model, delayed);
   delay_o.params_and_buffers_to_ignore = ignored;
@@ -109,6 +111,9 @@ TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: gradients equal 
   }
   SECTION("every parameter delayed: no Reducer") {
     check_against_plain(*this, {"fc1.weight", "fc2.weight", "fc3.weight"});
+  }
+  SECTION("with find_unused_parameters") {
+    check_against_plain(*this, {"fc2.weight"}, {}, /*find_unused=*/true);
   }
   SECTION("with params_and_buffers_to_ignore: a delayed parameter is reduced even when ignored") {
     check_against_plain(*this, {"fc1.weight"}, {"fc1.weight", "fc2.weight"});
