@@ -2,7 +2,8 @@
 # machine (install dependencies -> configure -> build -> run), so `make test` works straight after a clone.
 # The real build logic lives in CMakeLists.txt; nothing here is needed to build braid by hand.
 #
-#   make run     build, then run examples/mpi_tensor_demo on $(NP) ranks under mpirun
+#   make run     build, then train examples/hybrid/job.yaml (seed 000's job: 4 trainers with DDP, a parameter-
+#                server worker, a master) on 6 ranks under mpirun; prints progress and the summary
 #   make test    build, then every CTest test: unit tests, layering checks, the cli, and the examples
 #                (each example is a CTest test labelled "example", run under mpirun)
 #   make bench   run every benchmark driver (bench/run_*.sh), each on its own Release build
@@ -10,12 +11,16 @@
 #   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
 #   make clean   remove the three build folders above
 #
-# Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 NP=2 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
+# Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
+#            make run JOB=examples/digits/job.yaml NP=4 RUN_ARGS="--steps 100"
 
 BUILD_TYPE ?= RelWithDebInfo
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
-NP ?= 4
+# make run: the job, its rank count (the job's roles name 6 ranks) and extra `braid run` arguments.
+JOB ?= examples/hybrid/job.yaml
+NP ?= 6
+RUN_ARGS ?=
 # Seconds; CTest's limit for any test that does not set its own TIMEOUT property.
 TEST_TIMEOUT ?= 300
 CMAKE_ARGS ?=
@@ -52,7 +57,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 run: build
-	$(MPIRUN) $(BUILD_DIR)/examples/mpi_tensor_demo
+	$(MPIRUN) $(BUILD_DIR)/cli/braid run $(JOB) $(RUN_ARGS)
 
 test: build
 	ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)

@@ -13,6 +13,7 @@
 #include "cli/bench_command.h"
 #include "cli/check_command.h"
 #include "cli/info_command.h"
+#include "cli/launch_command.h"
 #include "cli/run_command.h"
 #include "cli/status_command.h"
 #include "runtime/build_info.h"
@@ -43,6 +44,7 @@ constexpr const char* kFooter =
     "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
     "  srun -n 8 braid info                the same under Slurm\n"
+    "  braid launch -n 2 -- braid info     the same without MPI: ranks on this machine, env:// rendezvous\n"
     "  braid --log-level debug info        more logging for this run\n"
     "  mpirun -np 4 -x BRAID_LOG_LEVEL=warn,braid.rpc=debug braid info\n"
     "                                      levels per logger, exported to every rank with -x\n"
@@ -101,6 +103,8 @@ int main(int argc, char** argv) {
   CLI::App* run = braid::cli::add_run_command(app, run_options);
   braid::cli::StatusOptions status_options;
   CLI::App* status = braid::cli::add_status_command(app, status_options);
+  braid::cli::LaunchCommandOptions launch_options;
+  CLI::App* launch = braid::cli::add_launch_command(app, launch_options);
 
   try {
     app.parse(argc, argv);
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
       return braid::cli::run_run_command(run_options, env);
     }
     if (status->parsed()) return braid::cli::run_status_command(status_options);
+    if (launch->parsed()) return braid::cli::run_launch_command(launch_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {

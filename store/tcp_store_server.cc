@@ -18,11 +18,34 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using wire::Command;
 
+namespace {
+
+// Where the master listens when told `host`: an address as given; "localhost" as 127.0.0.1; a host name
+// (Slurm's first node, a MASTER_ADDR such as "node01") on every address of its family. Binding the name's
+// own address would be wrong: Debian maps a machine's name to 127.0.1.1 on that machine, while the other
+// machines reach it by its network address. PyTorch's TCPStore listens on every address too.
+asio::ip::address listen_address(const std::string& host) {
+  if (host == "localhost") return asio::ip::make_address_v4("127.0.0.1");
+  boost::system::error_code ec;
+  const auto literal = asio::ip::make_address(host, ec);
+  if (!ec) return literal;
+  asio::io_context io;
+  tcp::resolver resolver(io);
+  const auto found = resolver.resolve(host, "", ec);
+  if (ec || found.empty()) {
+    BRAID_THROW(CommError, "TCPStore server: cannot resolve the host name '{}': {}", host,
+                ec ? ec.message() : "no address");
+  }
+  if (found.begin()->endpoint().address().is_v6()) return asio::ip::address_v6::any();
+  return asio::ip::address_v4::any();
+}
+
+}  // namespace
+
 class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer::Impl> {
  public:
   Impl(const std::string& host, uint16_t port) : acceptor_(io_) {
-    const auto address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host);
-    const tcp::endpoint ep(address, port);
+    const tcp::endpoint ep(listen_address(host), port);
     boost::system::error_code ec;
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);

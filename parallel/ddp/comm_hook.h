@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,5 +65,18 @@ struct NamedCommHook {
   std::string name;
   CommHook hook;
 };
+
+// A buffer comm hook (PyTorch's _register_buffer_comm_hook): called instead of the broadcast of rank 0's
+// buffers with DDP's buffers by name (the module's, less the ignored ones), it may reduce them any way it
+// likes (sum a counter, average running statistics). It may wait itself and return nothing, or return the
+// futures of its asynchronous work: the Reducer then waits for them at the end of the next backward
+// (PyTorch's _install_post_backward_futures), so the communication overlaps the forward and backward.
+// Every rank must issue the same collectives in the same order (iterate the map: its order is by name).
+using BufferCommHook = std::function<std::vector<Future<Tensor>>(const std::map<std::string, Tensor>& named_buffers)>;
+
+// When the buffer hook runs (PyTorch's _BufferCommHookLocation): before the forward, where the broadcast
+// would run, or after it. With futures returned, kPostForward is the safe choice: a forward that reads
+// the buffers while the hook's communication still writes them would race.
+enum class BufferCommHookLocation { kPreForward, kPostForward };
 
 }  // namespace braid::parallel

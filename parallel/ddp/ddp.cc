@@ -46,28 +46,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   BRAID_CHECK_ARG(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {}",
                   options_.bucket_cap_mb);
   register_module("module", module_);
-  std::set<std::string> ignored;
-  for (const auto& n : options_.params_and_buffers_to_ignore) ignored.insert(normalise(n));
-
-  // Parameters module by module (own ones only), shared ones once, as PyTorch's _build_params_for_reducer.
-  std::set<const TensorImpl*> seen;
-  for (auto& [prefix, m] : module_->named_modules()) {
-    const auto* bag = dynamic_cast<const nn::EmbeddingBag*>(m);
-    for (const auto& [local, p] : m->named_parameters(/*recurse=*/false)) {
-      const std::string name = prefix.empty() ? local : prefix + "." + local;
-      if (!autograd::requires_grad(p) || ignored.count(name) || !seen.insert(p.unsafe_impl()).second) continue;
-      params_.push_back(p);
-      param_names_.push_back(name);
-      expect_sparse_.push_back(bag != nullptr && bag->sparse());
-    }
-  }
-  BRAID_CHECK_ARG(!params_.empty(), "DistributedDataParallel is not needed when a module doesn't have any parameter "
-                  "that requires a gradient.");
-  for (const auto& p : params_) {
-    BRAID_CHECK_ARG(p.device().type == params_.front().device().type,
-                    "DistributedDataParallel's input module must be on the same type of devices (found {} and {})",
-                    params_.front().device().str(), p.device().str());
-  }
+  collect_parameters();
 
   if (const auto dt = options_.mixed_precision.buffer_dtype) {
     BRAID_CHECK_ARG(is_floating(*dt), "DistributedDataParallel: buffer_dtype must be floating, got {}", dtype_name(*dt));
@@ -76,8 +55,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       if (is_floating(b.dtype()) && b.dtype() != *dt) b.set_data(b.to(*dt));
     }
   }
-  verify_params_across_processes();
+  {
+    // Every rank's model is checked and rank 0's broadcast, the delayed parameters included.
+    std::vector<Tensor> all = params_;
+    std::vector<std::string> names = param_names_;
+    if (delayed_) {
+      all.insert(all.end(), delayed_->params().begin(), delayed_->params().end());
+      names.insert(names.end(), delayed_->names().begin(), delayed_->names().end());
+    }
+    verify_params_across_processes(all, names);
+  }
   sync_module_states(/*params=*/true, /*buffers=*/true);
+  if (params_.empty()) return;  // all delayed or ignored: no Reducer (PyTorch's _delay_all_reduce_all_params)
 
   // Installed before the Reducer's hooks, so that its restore runs before the Reducer's write-back.
   if (const auto dt = options_.mixed_precision.param_dtype) param_precision_ = ParamPrecision::create(params_, *dt);
@@ -98,16 +87,72 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   reducer_ = Reducer::create(params_, param_names_, a.buckets, options_.process_group, expect_sparse_, ro);
 }
 
+void DistributedDataParallel::collect_parameters() {
+  std::set<std::string> ignored;
+  for (const auto& n : options_.params_and_buffers_to_ignore) ignored.insert(normalise(n));
+  // The delayed parameters leave the Reducer (PyTorch adds their names to parameters_to_ignore); they are
+  // matched by identity, so that a name spelled differently cannot put one parameter in both places.
+  std::map<const TensorImpl*, std::string> delayed;
+  for (const auto& [name, p] : options_.delay_all_reduce_named_params) {
+    BRAID_CHECK_ARG(p.defined(), "delay_all_reduce_named_params: {} is an undefined tensor", name);
+    BRAID_CHECK_ARG(delayed.emplace(p.unsafe_impl(), normalise(name)).second,
+                    "delay_all_reduce_named_params: {} is listed twice", name);
+  }
+  std::vector<Tensor> delayed_params;
+  std::vector<std::string> delayed_names;
+
+  // Parameters module by module (own ones only), shared ones once, as PyTorch's _build_params_for_reducer.
+  std::set<const TensorImpl*> seen;
+  for (auto& [prefix, m] : module_->named_modules()) {
+    const auto* bag = dynamic_cast<const nn::EmbeddingBag*>(m);
+    for (const auto& [local, p] : m->named_parameters(/*recurse=*/false)) {
+      const std::string name = prefix.empty() ? local : prefix + "." + local;
+      if (!seen.insert(p.unsafe_impl()).second) continue;
+      if (const auto d = delayed.find(p.unsafe_impl()); d != delayed.end()) {
+        BRAID_CHECK_ARG(bag == nullptr || !bag->sparse(), "delay_all_reduce_named_params: {} has sparse gradients; "
+                        "only dense parameters can be delayed", d->second);
+        delayed_params.push_back(p);
+        delayed_names.push_back(d->second);
+        delayed.erase(d);
+        continue;
+      }
+      if (!autograd::requires_grad(p) || ignored.count(name)) continue;
+      params_.push_back(p);
+      param_names_.push_back(name);
+      expect_sparse_.push_back(bag != nullptr && bag->sparse());
+    }
+  }
+  BRAID_CHECK_ARG(delayed.empty(), "delay_all_reduce_named_params: {} is not a parameter of the module",
+                  delayed.empty() ? std::string() : delayed.begin()->second);
+  BRAID_CHECK_ARG(!params_.empty() || !delayed_params.empty(), "DistributedDataParallel is not needed when a module "
+                  "doesn't have any parameter that requires a gradient.");
+  for (const auto& p : params_) {
+    BRAID_CHECK_ARG(p.device().type == params_.front().device().type,
+                    "DistributedDataParallel's input module must be on the same type of devices (found {} and {})",
+                    params_.front().device().str(), p.device().str());
+  }
+  if (!delayed_params.empty()) {
+    delayed_ = DelayedAllreduce::create(std::move(delayed_params), std::move(delayed_names), options_.process_group);
+  }
+}
+
+Reducer& DistributedDataParallel::reducer() const {
+  BRAID_CHECK_ARG(reducer_ != nullptr, "DistributedDataParallel: no Reducer, since every parameter that requires "
+                  "grad is in delay_all_reduce_named_params or params_and_buffers_to_ignore");
+  return *reducer_;
+}
+
 DistributedDataParallel::~DistributedDataParallel() {
   // A forward never followed by its backward leaves the parameters in low precision.
   if (param_precision_) param_precision_->restore();
 }
 
-void DistributedDataParallel::verify_params_across_processes() {
+void DistributedDataParallel::verify_params_across_processes(const std::vector<Tensor>& params,
+                                                             const std::vector<std::string>& names) {
   auto& pg = *options_.process_group;
-  const std::vector<int64_t> mine = describe_params(params_);
+  const std::vector<int64_t> mine = describe_params(params);
   // Lengths first (ranks with other models describe more or fewer numbers), then the padded descriptions.
-  const Device dev = control_device(pg, params_.front());
+  const Device dev = control_device(pg, params.front());
   Tensor len = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}).to(dev);
   std::vector<collectives::TensorList> lens(1);
   for (int r = 0; r < pg.size(); ++r) lens[0].push_back(zeros({1}, TensorOptions(DType::Int64, dev)));
@@ -142,14 +187,14 @@ void DistributedDataParallel::verify_params_across_processes() {
                   "{} params.", r, other[0], reference[0]);
     }
     size_t at = 1;
-    for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t i = 0; i < params.size(); ++i) {
       const size_t span = 2 + static_cast<size_t>(reference[at + 1]);
       if (!std::equal(reference.begin() + static_cast<std::ptrdiff_t>(at),
                       reference.begin() + static_cast<std::ptrdiff_t>(at + span),
                       other.begin() + static_cast<std::ptrdiff_t>(at))) {
         BRAID_THROW(InvalidArgument,
                     "DDP: {} (parameter {}) on rank {} is {} and appears not to match sizes of the same param in "
-                    "process 0 ({})", param_names_[i], i, r, describe_at(other, at), describe_at(reference, at));
+                    "process 0 ({})", names[i], i, r, describe_at(other, at), describe_at(reference, at));
       }
       at += span;
     }
@@ -157,18 +202,45 @@ void DistributedDataParallel::verify_params_across_processes() {
 }
 
 std::vector<Tensor> DistributedDataParallel::synced_buffers() const {
+  std::vector<Tensor> out;
+  for (const auto& [name, b] : named_synced_buffers()) out.push_back(b);
+  return out;
+}
+
+std::map<std::string, Tensor> DistributedDataParallel::named_synced_buffers() const {
   std::set<std::string> ignored;
   for (const auto& n : options_.params_and_buffers_to_ignore) ignored.insert(normalise(n));
-  std::vector<Tensor> out;
+  std::map<std::string, Tensor> out;
   for (const auto& [name, b] : module_->named_buffers()) {
-    if (!ignored.count(name)) out.push_back(b);
+    if (!ignored.count(name)) out.emplace(name, b);
   }
   return out;
 }
 
+bool DistributedDataParallel::will_sync_module_buffers() const {
+  return options_.broadcast_buffers && require_backward_grad_sync_ && !named_synced_buffers().empty();
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (!buffer_hook_) return sync_module_states(/*params=*/false, /*buffers=*/true);
+  std::vector<Future<Tensor>> futures = buffer_hook_(named_synced_buffers());
+  if (!futures.empty()) reducer_->install_post_backward_futures(std::move(futures));
+}
+
+void DistributedDataParallel::register_buffer_comm_hook(BufferCommHook hook, BufferCommHookLocation location) {
+  BRAID_CHECK_ARG(static_cast<bool>(hook), "DistributedDataParallel::register_buffer_comm_hook: the hook is empty");
+  BRAID_CHECK_ARG(!join_enabled_, "DistributedDataParallel::register_buffer_comm_hook: not supported while a Join "
+                  "is active (rank {})", options_.process_group->rank());
+  buffer_hook_ = std::move(hook);
+  buffer_hook_location_ = location;
+}
+
 void DistributedDataParallel::sync_module_states(bool params, bool buffers, int root) {
   std::vector<Tensor> tensors;
-  if (params) tensors = params_;
+  if (params) {
+    tensors = params_;
+    if (delayed_) tensors.insert(tensors.end(), delayed_->params().begin(), delayed_->params().end());
+  }
   if (buffers) {
     for (auto& b : synced_buffers()) tensors.push_back(b);
   }
@@ -200,21 +272,31 @@ void DistributedDataParallel::sync_module_states(bool params, bool buffers, int 
   }
 }
 
-void DistributedDataParallel::register_comm_hook(NamedCommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
+void DistributedDataParallel::register_comm_hook(NamedCommHook hook) { reducer().register_comm_hook(std::move(hook)); }
 
 void DistributedDataParallel::before_forward() {
+  if (delayed_) delayed_->prepare_grads();
+  if (!reducer_) return;  // PyTorch runs the bare module then
   if (join_enabled_) {
     join_forward_prologue(/*active=*/true);
-  } else if (options_.broadcast_buffers && require_backward_grad_sync_) {
+  } else if (will_sync_module_buffers() &&
+             (!buffer_hook_ || buffer_hook_location_ == BufferCommHookLocation::kPreForward)) {
     // Buffers are re-collected each time: user code may have replaced one.
-    sync_module_states(false, true);
+    sync_buffers();
   }
   reducer_->prepare_for_forward();
   if (param_precision_) param_precision_->to_low_precision();
 }
 
-void DistributedDataParallel::after_forward(const TensorList& outputs) {
-  if (autograd::GradMode::is_enabled() && require_backward_grad_sync_) reducer_->prepare_for_backward(outputs);
+TensorList DistributedDataParallel::after_forward(TensorList outputs) {
+  if (reducer_ && buffer_hook_ && buffer_hook_location_ == BufferCommHookLocation::kPostForward &&
+      will_sync_module_buffers()) {
+    sync_buffers();
+  }
+  const bool sync = autograd::GradMode::is_enabled() && require_backward_grad_sync_;
+  // The sink goes first: the Reducer's unused-parameter search then walks through it.
+  if (delayed_ && sync) outputs = delayed_->attach_sink(outputs);
+  if (reducer_ && sync) reducer_->prepare_for_backward(outputs);
   if (param_precision_) {
     // No backward will come to restore the parameters (evaluation, no_grad): restore them now.
     const bool backward_follows = autograd::GradMode::is_enabled() &&
@@ -223,6 +305,7 @@ void DistributedDataParallel::after_forward(const TensorList& outputs) {
                                   });
     if (!backward_follows) param_precision_->restore();
   }
+  return outputs;
 }
 
 TensorList DistributedDataParallel::cast_inputs(const TensorList& inputs) const {
@@ -250,8 +333,7 @@ TensorList DistributedDataParallel::forward_many(const TensorList& inputs) {
     if (param_precision_) param_precision_->restore();  // no backward will follow a failed forward
     throw;
   }
-  after_forward(out);
-  return out;
+  return after_forward(std::move(out));
 }
 
 }  // namespace braid::parallel

@@ -17,14 +17,17 @@
 // of .grad: the Reducer writes into whatever gradient the backward pass accumulated.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/process_group.h"
 #include "nn/module.h"
 #include "parallel/ddp/comm_hook.h"
+#include "parallel/ddp/delayed_allreduce.h"
 #include "parallel/ddp/mixed_precision.h"
 #include "parallel/ddp/reducer.h"
 
@@ -45,6 +48,13 @@ struct DDPOptions {
   // Parameter and buffer names (as named_parameters() gives them; a leading '.' is ignored) that DDP
   // neither reduces nor broadcasts.
   std::vector<std::string> params_and_buffers_to_ignore;
+  // PyTorch's delay_all_reduce_named_params: (name, parameter) pairs whose gradients are not bucketed but
+  // all-reduced together, once, at the end of each synced backward (parallel/ddp/delayed_allreduce.h).
+  // They must share one dtype and device. Independent of params_and_buffers_to_ignore, as in PyTorch: a
+  // parameter in both lists is still delayed. When every parameter that requires grad is delayed or
+  // ignored, DDP builds no Reducer and its forward is the module's (no buffer broadcast), as PyTorch's
+  // _delay_all_reduce_all_params. Not supported with join() nor inside distributed autograd.
+  std::vector<std::pair<std::string, Tensor>> delay_all_reduce_named_params;
   // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14). param_dtype: forward and backward run on
   // low-precision copies of the floating parameters (and floating inputs are cast to it), while the
   // parameters keep their full-precision values and get full-precision gradients (mixed_precision.h).
@@ -69,11 +79,21 @@ class DistributedDataParallel : public nn::Module {
   nn::Module& module() const { return *module_; }
   const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
   collectives::ProcessGroup& process_group() const { return *options_.process_group; }
-  Reducer& reducer() const { return *reducer_; }
+  // Throws when there is none (every parameter delayed or ignored).
+  Reducer& reducer() const;
+  // Null without delay_all_reduce_named_params.
+  const std::shared_ptr<DelayedAllreduce>& delayed_allreduce() const { return delayed_; }
 
   // Once per DDP (built-in or not): "register_comm_hook or register_builtin_comm_hook can only be called
   // once."
   void register_comm_hook(NamedCommHook hook);
+
+  // PyTorch's _register_buffer_comm_hook: `hook` replaces the broadcast of rank 0's buffers, at
+  // `location` (comm_hook.h). Runs when the broadcast would: broadcast_buffers, grad sync on (not under
+  // no_sync), some buffer to sync; never without a Reducer. A later registration replaces an earlier one,
+  // as in PyTorch. Not supported with join() (PyTorch's join hook does not support it either).
+  void register_buffer_comm_hook(BufferCommHook hook,
+                                 BufferCommHookLocation location = BufferCommHookLocation::kPostForward);
 
   // While alive, backward passes accumulate gradients locally; the first synced iteration after it
   // reduces their sum. Restores the previous setting when destroyed (also on exceptions).
@@ -100,10 +120,17 @@ class DistributedDataParallel : public nn::Module {
   // last rank to finish (the highest one). divide_by_initial_world_size: averages divide by the initial
   // world size (joined ranks count as zeros) or, when false, by the ranks still training. enable = false
   // makes it a no-op. Left by an exception, it does not shadow (the others then fail on their timeouts).
+  //
+  // throw_on_early_termination: instead of shadowing, every rank raises braid::Error as soon as one rank
+  // has run out of inputs: the ranks still training from their next forward ("Detected at least one rank
+  // that exhausted inputs. Throwing across all ranks."), the exhausted ones from the Join's destructor
+  // ("Rank r exhausted all inputs."), which is why the destructor may throw. The final model is then not
+  // synchronised, but no collective is left pending: the DDP stays usable on every rank.
   class Join {
    public:
-    Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable);
-    ~Join();
+    Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable,
+         bool throw_on_early_termination = false);
+    ~Join() noexcept(false);
     Join(const Join&) = delete;
     Join& operator=(const Join&) = delete;
 
@@ -112,18 +139,20 @@ class DistributedDataParallel : public nn::Module {
     bool enable_;
     int uncaught_;
   };
-  Join join(bool divide_by_initial_world_size = true, bool enable = true) {
-    return Join(*this, divide_by_initial_world_size, enable);
+  Join join(bool divide_by_initial_world_size = true, bool enable = true, bool throw_on_early_termination = false) {
+    return Join(*this, divide_by_initial_world_size, enable, throw_on_early_termination);
   }
 
-  // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration.
-  ReducerStats logging_data() const { return reducer_->stats(); }
+  // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration
+  // (empty without a Reducer).
+  ReducerStats logging_data() const { return reducer_ ? reducer_->stats() : ReducerStats{}; }
   // The managed parameters, in registration order, and their names.
   const std::vector<Tensor>& managed_parameters() const { return params_; }
   const std::vector<std::string>& managed_parameter_names() const { return param_names_; }
 
  private:
-  void verify_params_across_processes();
+  void collect_parameters();
+  void verify_params_across_processes(const std::vector<Tensor>& params, const std::vector<std::string>& names);
   void sync_module_states(bool params, bool buffers, int root = 0);
   double allreduce_scalar(double value, collectives::ReduceOp op);
   // Join: the collectives every forward adds while a Join lives (count of training ranks, the global
@@ -132,8 +161,11 @@ class DistributedDataParallel : public nn::Module {
   void join_shadow_iteration();
   void join_finish();
   std::vector<Tensor> synced_buffers() const;
+  std::map<std::string, Tensor> named_synced_buffers() const;
+  bool will_sync_module_buffers() const;
+  void sync_buffers();  // the buffer hook, or the broadcast from rank 0
   void before_forward();
-  void after_forward(const TensorList& outputs);
+  TensorList after_forward(TensorList outputs);
   TensorList cast_inputs(const TensorList& inputs) const;
 
   std::shared_ptr<nn::Module> module_;
@@ -141,11 +173,16 @@ class DistributedDataParallel : public nn::Module {
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
   std::vector<bool> expect_sparse_;
-  std::shared_ptr<Reducer> reducer_;
+  std::shared_ptr<Reducer> reducer_;                // null when every parameter is delayed or ignored
+  std::shared_ptr<DelayedAllreduce> delayed_;       // set with delay_all_reduce_named_params
+  BufferCommHook buffer_hook_;                      // empty: broadcast from rank 0
+  BufferCommHookLocation buffer_hook_location_ = BufferCommHookLocation::kPostForward;
   std::shared_ptr<ParamPrecision> param_precision_;  // set with mixed_precision.param_dtype
   bool require_backward_grad_sync_ = true;
   bool join_enabled_ = false;
   bool join_divide_by_initial_ = true;
+  bool join_throw_ = false;      // throw_on_early_termination of the current Join
+  bool join_exhausted_ = false;  // join_finish threw because this rank ran out of inputs first
   int64_t join_iterations_ = 0;  // forwards run inside the current Join
 };
 

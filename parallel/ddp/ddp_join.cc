@@ -6,6 +6,9 @@
 //   4. the bucket rebuild's broadcast, once, in the iteration where it happens;
 //   5. one comm-hook call per bucket (joined ranks: zeros), then the used-map allreduce when unused
 //      parameters are searched.
+// With throw_on_early_termination the count of step 1 is the whole protocol: a count below the world size
+// tells every rank at the same collective that some rank has run out of inputs, and all of them raise
+// there (PyTorch needs a second allreduce for it; braid's count already carries the information).
 #include <exception>
 
 #include <fmt/format.h>
@@ -30,6 +33,13 @@ double DistributedDataParallel::allreduce_scalar(double value, collectives::Redu
 bool DistributedDataParallel::join_forward_prologue(bool active) {
   const double training = allreduce_scalar(active ? 1.0 : 0.0, collectives::ReduceOp::SUM);
   if (training == 0) return false;
+  const int ws = options_.process_group->size();
+  if (join_throw_ && training < ws) {
+    BRAID_THROW(Error,
+                "Detected at least one rank that exhausted inputs. Throwing across all ranks. (DDP join with "
+                "throw_on_early_termination: rank {} found {} of {} ranks still training at its forward {})",
+                options_.process_group->rank(), training, ws, join_iterations_ + 1);
+  }
   if (active) {
     ++join_iterations_;
     reducer_->set_divisor(join_divide_by_initial_ ? options_.process_group->size() : training);
@@ -47,30 +57,55 @@ bool DistributedDataParallel::join_forward_prologue(bool active) {
   return sync;
 }
 
-DistributedDataParallel::Join::Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable)
+DistributedDataParallel::Join::Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable,
+                                    bool throw_on_early_termination)
     : ddp_(ddp), enable_(enable), uncaught_(std::uncaught_exceptions()) {
   if (!enable_) return;
+  // A joined rank would have to shadow the delayed allreduce at its place among the Reducer's collectives.
+  BRAID_CHECK_ARG(!ddp_.delayed_, "DistributedDataParallel::join: not supported with delay_all_reduce_named_params "
+                  "(rank {})", ddp_.options_.process_group->rank());
+  BRAID_CHECK_ARG(!ddp_.buffer_hook_, "DistributedDataParallel::join: not supported with a buffer comm hook "
+                  "(rank {})", ddp_.options_.process_group->rank());
   BRAID_CHECK_ARG(!ddp_.join_enabled_, "DistributedDataParallel::join: a Join is already active on this DDP");
   ddp_.join_enabled_ = true;
   ddp_.join_divide_by_initial_ = divide_by_initial_world_size;
+  ddp_.join_throw_ = throw_on_early_termination;
+  ddp_.join_exhausted_ = false;
   ddp_.join_iterations_ = 0;
 }
 
-DistributedDataParallel::Join::~Join() {
+DistributedDataParallel::Join::~Join() noexcept(false) {
   if (!enable_) return;
-  if (std::uncaught_exceptions() > uncaught_) {
+  const int rank = ddp_.options_.process_group->rank();
+  const auto leave = [this] {
     ddp_.join_enabled_ = false;
-    logging::get("braid.ddp")->error("rank {}: leaving DDP join because of an exception; the other ranks will time "
-                                     "out in their next collective", ddp_.options_.process_group->rank());
+    ddp_.reducer_->set_divisor(ddp_.options_.process_group->size());
+  };
+  if (std::uncaught_exceptions() > uncaught_) {
+    leave();
+    // With throw_on_early_termination this is the expected way out (every rank raises together).
+    if (ddp_.join_throw_) {
+      logging::get("braid.ddp")->info("rank {}: leaving DDP join because of an exception", rank);
+    } else {
+      logging::get("braid.ddp")->error("rank {}: leaving DDP join because of an exception; the other ranks will "
+                                       "time out in their next collective", rank);
+    }
     return;
   }
+  std::exception_ptr exhausted;
   try {
     ddp_.join_finish();
   } catch (const std::exception& e) {
-    logging::get("braid.ddp")->error("rank {}: DDP join failed: {}", ddp_.options_.process_group->rank(), e.what());
+    // Only the early-termination error is meant for the caller (as PyTorch's join context raises it on
+    // exit); anything else has already broken the group and is logged, as a destructor should not throw it.
+    if (ddp_.join_exhausted_) {
+      exhausted = std::current_exception();
+    } else {
+      logging::get("braid.ddp")->error("rank {}: DDP join failed: {}", rank, e.what());
+    }
   }
-  ddp_.join_enabled_ = false;
-  ddp_.reducer_->set_divisor(ddp_.options_.process_group->size());
+  leave();
+  if (exhausted) std::rethrow_exception(exhausted);
 }
 
 void DistributedDataParallel::join_finish() {
@@ -78,6 +113,13 @@ void DistributedDataParallel::join_finish() {
   while (true) {
     const double training = allreduce_scalar(0.0, collectives::ReduceOp::SUM);
     if (training == 0) break;
+    if (join_throw_) {
+      // The ranks still training raise at this same collective (join_forward_prologue).
+      join_exhausted_ = true;
+      BRAID_THROW(Error, "Rank {} exhausted all inputs. (DDP join with throw_on_early_termination, after {} "
+                  "iterations; {} of {} ranks still training)", options_.process_group->rank(), join_iterations_,
+                  training, options_.process_group->size());
+    }
     const bool sync = allreduce_scalar(0.0, collectives::ReduceOp::SUM) > 0;
     if (options_.broadcast_buffers && sync && !synced_buffers().empty()) {
       const int common = static_cast<int>(allreduce_scalar(-1.0, collectives::ReduceOp::MAX));

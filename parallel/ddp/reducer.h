@@ -85,6 +85,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void prepare_for_forward();
   void prepare_for_backward(const std::vector<Tensor>& outputs);
 
+  // The futures of a buffer comm hook: waited for at the end of the next synced backward (PyTorch's
+  // _install_post_backward_futures). Futures still pending from a forward that no backward followed are
+  // waited for first.
+  void install_post_backward_futures(std::vector<Future<Tensor>> futures);
+
   // What the averaging divides by (the world size; join changes it).
   void set_divisor(double divisor);
   // A joined rank's part in one iteration of the ranks still training (DDP join): the bucket rebuild
@@ -134,6 +139,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   bool as_view_ = false;  // gradient_as_bucket_view and the buckets share the parameters' dtypes
   std::optional<NamedCommHook> hook_;               // GUARDED_BY(mu_)
   double divisor_;                                  // GUARDED_BY(mu_)
+  std::vector<Future<Tensor>> post_backward_futures_;  // GUARDED_BY(mu_)
 
   // Per iteration (GUARDED_BY(mu_)).
   bool expect_hooks_ = false;          // prepare_for_backward armed the hooks

@@ -37,11 +37,13 @@ void assign_grad(const Tensor& param, const Tensor& value) {
 
 void Reducer::finalize_backward() {
   std::vector<Future<Tensor>> results;
+  std::vector<Future<Tensor>> buffer_futures;
   bool search_unused = false;
   std::vector<int32_t> local_used;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& b : buckets_) results.push_back(*b.result);
+    buffer_futures.swap(post_backward_futures_);
     search_unused = options_.find_unused_parameters || options_.static_graph;
     local_used = local_used_;
   }
@@ -73,6 +75,8 @@ void Reducer::finalize_backward() {
       const int32_t* p = used.data<int32_t>();
       for (size_t i = 0; i < global_used.size(); ++i) global_used[i] = p[i];
     }
+    // The buffers are synchronised when backward returns, as with PyTorch's installed futures.
+    for (const auto& f : buffer_futures) (void)f.value();  // rethrows a failed buffer reduction
   } catch (...) {
     error = std::current_exception();
   }
@@ -92,6 +96,16 @@ void Reducer::finalize_backward() {
   stats_.bucket_launch_ms = launch_ms_;
   stats_.first_ready = first_ready_;
   stats_.last_ready = last_ready_;
+}
+
+void Reducer::install_post_backward_futures(std::vector<Future<Tensor>> futures) {
+  std::vector<Future<Tensor>> stale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stale.swap(post_backward_futures_);
+    post_backward_futures_ = std::move(futures);
+  }
+  for (const auto& f : stale) (void)f.value();
 }
 
 void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int32_t>& global_used) {

@@ -8,6 +8,7 @@
 #include "collectives/backends/world.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
+#include "runtime/network_env.h"
 #include "store/rendezvous.h"
 
 namespace braid::runtime {
@@ -55,7 +56,11 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
     store_ = store::rendezvous("env://", rank_, world_size_, timeout).store;
   }
 
+  // The network of a job that spans machines (BRAID_SOCKET_IFNAME, GLOO_SOCKET_IFNAME; docs/DEPLOY.md):
+  // braid's own TCP traffic stays on loopback otherwise.
+  const NetworkChoice net = network_from_env();
   collectives::InitOptions init;
+  init.group.devices = net.gloo_devices;
   init.store = store_;
   init.rank = rank_;
   init.world_size = world_size_;
@@ -69,6 +74,7 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   o.transport = job.rpc.transport == RpcTransport::Ucx ? "ucx" : "tcp";
   o.rpc_timeout = rpc::Millis(seconds_to_ms(job.rpc.timeout_s));
   o.num_worker_threads = kRpcThreads;
+  if (!net.rpc_bind_host.empty()) o.transport_options.bind_host = net.rpc_bind_host;
   o.join_timeout = timeout;
   rpc::init_rpc(worker_name(rank_), rank_, world_size_, o);
   rpc_up_ = true;

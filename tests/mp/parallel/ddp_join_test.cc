@@ -64,3 +64,41 @@ TEST_CASE_METHOD(MpFixture, "ddp join: uneven inputs, averaged gradients and the
     CHECK(ddp.logging_data().iteration == r + 1);
   }
 }
+
+// throw_on_early_termination (PyTorch's join(throw_on_early_termination=True)): rank r has r + 1 inputs.
+// Rank 0 runs out first; at the next forward of the others every rank raises, none shadows or hangs, and
+// afterwards the group is still in step: a plain DDP step averages over every rank.
+TEST_CASE_METHOD(MpFixture, "ddp join: throw_on_early_termination raises on every rank", "[ddp][join]") {
+  const int r = rank(), ws = size();
+  auto model = std::make_shared<Scale>();
+  DDPOptions o;
+  o.process_group = shared_group();
+  DistributedDataParallel ddp(model, o);
+  int trained = 0;
+  const auto train = [&](int inputs) {
+    auto join = ddp.join(/*divide_by_initial_world_size=*/true, /*enable=*/true, /*throw_on_early_termination=*/true);
+    for (int it = 0; it < inputs; ++it) {
+      autograd::backward(autograd::sum(ddp.forward(full({2}, static_cast<double>(r + 1)))));
+      ++trained;
+      model->zero_grad();
+    }
+  };
+  SECTION("uneven inputs") {
+    if (r == 0) {
+      CHECK_THROWS_WITH(train(r + 1), Catch::Contains("Rank 0 exhausted all inputs."));
+    } else {
+      CHECK_THROWS_WITH(train(r + 1), Catch::Contains("Detected at least one rank that exhausted inputs. Throwing "
+                                                      "across all ranks."));
+    }
+    // Everyone finished the first iteration and none the second.
+    CHECK(trained == 1);
+    CHECK(ddp.logging_data().iteration == 1);
+  }
+  SECTION("even inputs: no error") {
+    CHECK_NOTHROW(train(2));
+    CHECK(trained == 2);
+  }
+  // Nothing left pending: an ordinary step still averages over the whole group.
+  autograd::backward(autograd::sum(ddp.forward(full({2}, static_cast<double>(r + 1)))));
+  CHECK(allclose(autograd::grad(model->w), full({2}, (ws + 1) / 2.0)));
+}

@@ -1,6 +1,7 @@
 // Stores shared across real processes (fork), wire robustness, and rendezvous from URLs and launchers.
 #include <catch2/catch.hpp>
 
+#include <netdb.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,6 +182,29 @@ TEST_CASE("TCPStore: connecting to nothing times out with the address and the re
   TcpStoreOptions o;
   o.timeout = 200ms;
   REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", 1, o), Catch::Contains("could not connect to 127.0.0.1:1"));
+}
+
+TEST_CASE("TCPStore: a master given a host name listens, and clients reach it by that name", "[store]") {
+  // Slurm's first node and MASTER_ADDR are often host names, not addresses.
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof(name) - 1) == 0);
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(name, nullptr, nullptr, &found) != 0) {
+    WARN("this machine's host name '" << name << "' does not resolve; nothing to test");
+    return;
+  }
+  ::freeaddrinfo(found);
+  TcpStoreOptions o;
+  o.is_master = true;
+  o.world_size = 1;
+  o.timeout = Millis(5000);
+  TCPStore master(name, 0, o);
+  TcpStoreOptions client_options;
+  client_options.timeout = Millis(5000);
+  TCPStore client(name, master.port(), client_options);
+  client.set("k", {7});
+  REQUIRE(master.get("k", Millis(1000)) == Bytes{7});
+  REQUIRE_THROWS_WITH(TCPStore("no-such-host.invalid", 0, o), Catch::Contains("cannot resolve the host name"));
 }
 
 TEST_CASE("nodelist: first host of Slurm node lists", "[store][rendezvous]") {

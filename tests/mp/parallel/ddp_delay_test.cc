@@ -1,0 +1,181 @@
+// delay_all_reduce_named_params (PyTorch's _delay_all_reduce_params): the delayed parameters leave the
+// buckets and are all-reduced once, at the end of backward, from one flat buffer their .grad views live
+// in. Parity with plain DDP over three SGD steps, with part or all of the parameters delayed (also with
+// find_unused_parameters, whose graph search walks through the sink node); the
+// interplay with params_and_buffers_to_ignore; no_sync; the argument errors.
+#include <algorithm>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/ops/shape.h"
+#include "autograd/variable.h"
+#include "parallel/ddp/ddp.h"
+#include "tensor/compare.h"
+#include "tests/mp/parallel/ddp_models.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+using parallel::DDPOptions;
+using parallel::DistributedDataParallel;
+
+namespace {
+
+void sgd_step(nn::Module& m) {
+  autograd::NoGradGuard no_grad;
+  for (const auto& p : m.parameters()) {
+    const Tensor g = autograd::grad(p);
+    if (g.defined()) p.sub_(g);
+  }
+  m.zero_grad();
+}
+
+std::vector<std::pair<std::string, Tensor>> named(const nn::Module& m, const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [n, p] : m.named_parameters()) {
+    if (std::find(names.begin(), names.end(), n) != names.end()) out.emplace_back(n, p);
+  }
+  return out;
+}
+
+// Trains a plain DDP and one with `delayed` (and `ignored`) on the same rank-local batches; a third copy
+// without DDP gives the local gradients the ignored-only parameters must keep.
+void check_against_plain(MpFixture& f, const std::vector<std::string>& delayed,
+                         const std::vector<std::string>& ignored = {}, bool find_unused = false) {
+  const int ws = f.size(), r = f.rank();
+  auto plain_model = std::make_shared<ParityNet>(7);
+  auto delay_model = std::make_shared<ParityNet>(7);
+  auto local_model = std::make_shared<ParityNet>(7);
+  DDPOptions plain_o;
+  plain_o.process_group = f.shared_group();
+  plain_o.bucket_cap_mb = 0.001;
+  plain_o.find_unused_parameters = find_unused;  // the graph search walks through the sink
+  DDPOptions delay_o = plain_o;
+  delay_o.delay_all_reduce_named_params = named(*delay_model, delayed);
+  delay_o.params_and_buffers_to_ignore = ignored;
+  DistributedDataParallel plain(plain_model, plain_o);
+  DistributedDataParallel delay(delay_model, delay_o);
+  REQUIRE(delay.delayed_allreduce() != nullptr);
+  for (int it = 0; it < 3; ++it) {
+    INFO("iteration " << it);
+    Generator gen(4242 + static_cast<uint64_t>(it));
+    const Tensor all_input = rand({ws * 2, 2}, {}, &gen);
+    const Tensor all_target = rand({ws * 2, 4}, {}, &gen);
+    const Tensor x = all_input.slice(0, r * 2, (r + 1) * 2);
+    const Tensor y = all_target.slice(0, r * 2, (r + 1) * 2);
+    autograd::backward(autograd::mse_loss(plain.forward(x), y));
+    autograd::backward(autograd::mse_loss(delay.forward(x), y));
+    autograd::backward(autograd::mse_loss(local_model->forward(x), y));
+    const auto pp = plain_model->named_parameters();
+    const auto dp = delay_model->named_parameters();
+    const auto lp = local_model->named_parameters();
+    for (size_t i = 0; i < pp.size(); ++i) {
+      const std::string& name = pp[i].first;
+      INFO(name);
+      const Tensor g = autograd::grad(dp[i].second);
+      REQUIRE(g.defined());
+      const bool is_delayed = std::count(delayed.begin(), delayed.end(), name) > 0;
+      const bool is_ignored = std::count(ignored.begin(), ignored.end(), name) > 0;
+      // A parameter in both lists is still delayed, hence averaged (PyTorch's semantics).
+      const Tensor expected = is_ignored && !is_delayed ? autograd::grad(lp[i].second) : autograd::grad(pp[i].second);
+      CHECK(allclose(g, expected, 1e-5, 1e-7));
+      // The delayed gradients live in the one flat buffer.
+      CHECK(g.shares_storage_with(delay.delayed_allreduce()->buffer()) == is_delayed);
+    }
+    sgd_step(*plain_model);
+    sgd_step(*delay_model);
+    // The ignored-only parameters were updated with local gradients and so diverge by design: put the
+    // plain model's values back, so that the next forwards agree; the local copy follows the delayed one.
+    {
+      autograd::NoGradGuard no_grad;
+      for (size_t i = 0; i < dp.size(); ++i) {
+        const std::string& name = pp[i].first;
+        const bool ignored_only = std::count(ignored.begin(), ignored.end(), name) > 0 &&
+                                  std::count(delayed.begin(), delayed.end(), name) == 0;
+        if (ignored_only) dp[i].second.copy_(pp[i].second);
+        lp[i].second.copy_(dp[i].second);
+      }
+    }
+    local_model->zero_grad();
+    for (size_t i = 0; i < pp.size(); ++i) CHECK(allclose(dp[i].second, pp[i].second, 1.3e-6, 5e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: gradients equal plain DDP", "[ddp][delay]") {
+  SECTION("two of three parameters delayed") {
+    check_against_plain(*this, {"fc1.weight", "fc3.weight"});
+  }
+  SECTION("every parameter delayed: no Reducer") {
+    check_against_plain(*this, {"fc1.weight", "fc2.weight", "fc3.weight"});
+  }
+  SECTION("with find_unused_parameters") {
+    check_against_plain(*this, {"fc2.weight"}, {}, /*find_unused=*/true);
+  }
+  SECTION("with params_and_buffers_to_ignore: a delayed parameter is reduced even when ignored") {
+    check_against_plain(*this, {"fc1.weight"}, {"fc1.weight", "fc2.weight"});
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: buckets hold only the others", "[ddp][delay]") {
+  auto model = std::make_shared<ParityNet>(7);
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.delay_all_reduce_named_params = named(*model, {"fc2.weight"});
+  DistributedDataParallel ddp(model, o);
+  size_t bucketed = 0;
+  for (const auto& b : ddp.reducer().bucket_indices()) bucketed += b.size();
+  CHECK(bucketed == 2);
+  CHECK(ddp.managed_parameter_names() == std::vector<std::string>{"fc1.weight", "fc3.weight"});
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: no_sync sums locally, then reduces the sum",
+                 "[ddp][delay]") {
+  const int r = rank(), ws = size();
+  auto model = std::make_shared<Task>();
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.delay_all_reduce_named_params = {{"p", model->p}};
+  DistributedDataParallel ddp(model, o);
+  CHECK_THROWS_WITH(ddp.reducer(), Catch::Contains("no Reducer"));
+  CHECK_THROWS_WITH(ddp.join(), Catch::Contains("not supported with delay_all_reduce_named_params"));
+  const Tensor x = full({2, 2}, static_cast<double>(r));
+  {
+    auto guard = ddp.no_sync();
+    autograd::backward(autograd::sum(autograd::mul(ddp.forward(x), static_cast<double>(r + 1))));
+  }
+  CHECK(equal(autograd::grad(model->p), full({2, 2}, static_cast<double>(r + 1))));
+  autograd::backward(autograd::sum(autograd::mul(ddp.forward(x), static_cast<double>(r + 1))));
+  // The average over ranks of 2 (r + 1).
+  CHECK(allclose(autograd::grad(model->p), full({2, 2}, static_cast<double>(ws + 1))));
+  // zero_grad (to none) and a fresh step: the buffer starts from zero again.
+  model->zero_grad();
+  autograd::backward(autograd::sum(autograd::mul(ddp.forward(x), static_cast<double>(r + 1))));
+  CHECK(allclose(autograd::grad(model->p), full({2, 2}, (ws + 1) / 2.0)));
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: argument errors", "[ddp][delay]") {
+  struct TwoDtypes : nn::Module {
+    TwoDtypes() : nn::Module("TwoDtypes") {
+      a = register_parameter("a", ones({2}));
+      b = register_parameter("b", ones({2}, TensorOptions(DType::Float64)));
+    }
+    Tensor forward(const Tensor& x) override {
+      return autograd::add(autograd::mul(a, x), autograd::to(b, DType::Float32));
+    }
+    Tensor a, b;
+  };
+  auto model = std::make_shared<TwoDtypes>();
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.delay_all_reduce_named_params = {{"a", model->a}, {"b", model->b}};
+  CHECK_THROWS_WITH(DistributedDataParallel(model, o),
+                    Catch::Contains("must share one dtype and device") && Catch::Contains("float64"));
+  o.delay_all_reduce_named_params = {{"stranger", ones({2})}};
+  CHECK_THROWS_WITH(DistributedDataParallel(model, o), Catch::Contains("stranger is not a parameter of the module"));
+  o.delay_all_reduce_named_params = {{"a", model->a}, {"a again", model->a}};
+  CHECK_THROWS_WITH(DistributedDataParallel(model, o), Catch::Contains("is listed twice"));
+}
