@@ -11,6 +11,7 @@ Cases:
   kill             kill -9 of a trainer: every process ends within failure.timeout_s, naming the rank and role
   driver_dies      kill -9 of the driver of an env:// job: the other ranks' watchdogs end them within the bound
   status           `braid status` while a job runs: ranks, roles, state and step
+  examples         seed 000 and the digits job under braid launch (stated accuracy), the FSDP job under mpirun
   errors           a bad job file, a bad --set, the wrong process count, no launcher: clear errors, nothing runs
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import glob
@@ -269,11 +270,20 @@ def case_signal(braid, mpiexec, tmp):
 
 
 def case_status(braid, mpiexec, tmp):
-    status_file = os.path.join(tmp, "status")
-    p, pids = start_hybrid(braid, mpiexec, tmp, ["--set", f"status_file={status_file}"])
+    # A copy of the hybrid job in tmp: its default status_file, .braid-status-hybrid, lands next to it.
+    job = os.path.join(tmp, "job.yaml")
+    with open(HYBRID) as src, open(job, "w") as dst:
+        dst.write(src.read())
+    status_file = os.path.join(tmp, ".braid-status-hybrid")
+    metrics = os.path.join(tmp, "progress.jsonl")
+    p = start(mpirun(mpiexec, braid, 6, [job, "--steps", "100000", "--set", f"log.metrics={metrics}"]))
     try:
+        expect("the job runs (step 3 reached)", wait_for_line(metrics, lambda ls: len(ls) >= 3, 60))
         with open(status_file) as f:
             addr = f.read().strip()
+        r = run([braid, "status", job], timeout=30)
+        expect(f"braid status JOB.yaml finds the driver at {addr} through the job's status_file",
+               r.returncode == 0 and r.stdout.startswith("job hybrid"), r)
         r = run([braid, "status", "--addr", addr, "--json"], timeout=30)
         expect(f"braid status --addr {addr} --json answers", r.returncode == 0, r)
         s = json.loads(r.stdout)
@@ -352,10 +362,35 @@ def case_errors(braid, mpiexec, tmp):
     expect("no launcher: exit 2, how to start it", r.returncode == 2 and "needs 6 processes" in r.stderr, r)
 
 
+def case_examples(braid, mpiexec, tmp):
+    # Seed 000 under braid launch (env://, no MPI): the same gradients as under mpirun.
+    dump = os.path.join(tmp, "launch-grads.jsonl")
+    r = run([braid, "launch", "-n", "6", "--", braid, "run", HYBRID, "--steps", "3", "--set", "optimizer.kind=none",
+             "--set", "ddp.mode=none", "--dump-grads", dump], timeout=120)
+    expect("braid launch -n 6 -- braid run examples/hybrid/job.yaml: exit 0", r.returncode == 0, r)
+    lines = read_dump(dump)
+    expect(f"under braid launch: seed 000's ddp.mode=none gradients ({len(lines)} lines)", len(lines) == 12 and all(
+        l["grads"] == {"fc1.weight": NONE_FC1[l["rank"]], "fc2.weight": NONE_FC2[l["rank"]]} for l in lines), r)
+    # The digits classifier: its stated test accuracy (examples/digits/job.yaml: >= 0.95 after 20 epochs).
+    metrics = os.path.join(tmp, "digits.jsonl")
+    r = run([braid, "launch", "-n", "4", "--", braid, "run", os.path.join(ROOT, "examples", "digits", "job.yaml"),
+             "--set", f"log.metrics={metrics}"], timeout=200)
+    evals = [m for m in read_dump(metrics) if "eval_accuracy" in m] if os.path.exists(metrics) else []
+    expect(f"digits under braid launch: 20 evaluations, final test accuracy {evals[-1]['eval_accuracy'] if evals else '?'}"
+           " >= 0.95", r.returncode == 0 and len(evals) == 20 and evals[-1]["eval_accuracy"] >= 0.95, r)
+    # The FSDP job under mpirun, one epoch: the loss falls.
+    metrics = os.path.join(tmp, "fsdp.jsonl")
+    r = run(mpirun(mpiexec, braid, 4, [os.path.join(ROOT, "examples", "fsdp", "job.yaml"), "--set", "train.epochs=1",
+                                       "--set", f"log.metrics={metrics}"]), timeout=200)
+    losses = [m["loss"] for m in read_dump(metrics) if "loss" in m] if os.path.exists(metrics) else []
+    expect(f"fsdp job: one epoch ({len(losses)} steps), loss falls" + (f" {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""),
+           r.returncode == 0 and len(losses) == 32 and losses[-1] < losses[0], r)
+
+
 def main():
     braid, mpiexec, case = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory(prefix=f"braid-e2e-{case}-") as tmp:
-        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status, "driver_dies": case_driver_dies, "errors": case_errors}[case](braid, mpiexec, tmp)
+        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status, "driver_dies": case_driver_dies, "errors": case_errors, "examples": case_examples}[case](braid, mpiexec, tmp)
     print(f"PASS {case}")
 
 
