@@ -137,6 +137,17 @@ size_t LocalOptimizer::step(int64_t context_id) {
   return param_grads.size();
 }
 
+nn::StateDict LocalOptimizer::state_dict() const {
+  std::lock_guard<std::mutex> lock(step_lock());
+  return optimizer_->state_dict().to_flat();
+}
+
+void LocalOptimizer::load_state_dict(const nn::StateDict& flat) {
+  const auto dict = nn::optim::OptimizerStateDict::from_flat(flat);
+  std::lock_guard<std::mutex> lock(step_lock());
+  optimizer_->load_state_dict(dict);
+}
+
 void register_local_optimizer_class(rpc::Registry& registry) {
   registry.add_class<LocalOptimizer>(kLocalOptimizerClass)
       .constructor([](const Args& a) {
@@ -155,7 +166,19 @@ void register_local_optimizer_class(rpc::Registry& registry) {
       .method("step",
               [](LocalOptimizer& o, const Args& a) { return Value(static_cast<int64_t>(o.step(a.at(0).as_int()))); })
       .method("num_params",
-              [](LocalOptimizer& o, const Args&) { return Value(static_cast<int64_t>(o.optimizer().num_params())); });
+              [](LocalOptimizer& o, const Args&) { return Value(static_cast<int64_t>(o.optimizer().num_params())); })
+      .method("state_dict",
+              [](LocalOptimizer& o, const Args&) {
+                rpc::Dict d;
+                for (auto& [key, t] : o.state_dict()) d.set(key, Value(t));
+                return Value(std::move(d));
+              })
+      .method("load_state_dict", [](LocalOptimizer& o, const Args& a) {
+        nn::StateDict flat;
+        for (const auto& [key, v] : a.at(0).as_dict().items) flat.emplace_back(key, v.as_tensor());
+        o.load_state_dict(flat);
+        return Value();
+      });
 }
 
 }  // namespace braid::dist_autograd

@@ -13,6 +13,9 @@
 //                 without a gradient are left alone). An unknown or released context fails with
 //                 get_gradients()'s error.
 //   "num_params"  -> the number of parameters.
+//   "state_dict"  -> the optimizer's state as a dict of tensors (OptimizerStateDict::to_flat()), for
+//                 checkpoints of the job that owns the DistributedOptimizer.
+//   "load_state_dict" (that dict) -> None: the inverse (Optimizer::load_state_dict's checks).
 //
 // Thread-safety: steps of every local optimizer of a process are serialised by one lock (PyTorch's
 // _LocalOptimizer.global_lock), so concurrent steps from several trainers never interleave updates.
@@ -51,6 +54,9 @@ class LocalOptimizer {
   // Steps with this worker's gradients of `context_id`; returns how many parameters had a gradient.
   size_t step(int64_t context_id);
   const nn::optim::Optimizer& optimizer() const { return *optimizer_; }
+  // Under the same lock as step(), so that a state is never read or replaced mid-update.
+  nn::StateDict state_dict() const;
+  void load_state_dict(const nn::StateDict& flat);
 
  private:
   std::unique_ptr<nn::optim::Optimizer> optimizer_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "autograd/grad_mode.h"
@@ -233,16 +234,38 @@ void Trainer::save(const std::string& path) const {
   if (optimizer_) {
     for (auto& [name, t] : optimizer_->state_dict().to_flat()) state.emplace_back("optimizer." + name, t);
   }
+  // The state of this trainer's optimizers of the remote parts lives on their owners: fetched here, so that
+  // it is saved (and restored) with the trainer that drives them. "remote_optimizer.<i>.<key>", i in the
+  // DistributedOptimizer's owner order.
+  if (remote_optimizer_) {
+    const auto& remotes = remote_optimizer_->remote_optimizers();
+    for (size_t i = 0; i < remotes.size(); ++i) {
+      const Value remote = remotes[i].rpc_sync().call("state_dict", {});
+      for (const auto& [key, v] : remote.as_dict().items) {
+        state.emplace_back(fmt::format("remote_optimizer.{}.{}", i, key), v.as_tensor());
+      }
+    }
+  }
   nn::save_state_dict(state, path);
 }
 
 void Trainer::load(const std::string& path) {
   const nn::StateDict state = nn::load_state_dict_file(path);
   nn::StateDict model_state, optim_state;
+  std::map<size_t, rpc::Dict> remote_state;
   for (const auto& [name, t] : state) {
-    if (name.rfind("model.", 0) == 0) model_state.emplace_back(name.substr(6), t);
-    else if (name.rfind("optimizer.", 0) == 0) optim_state.emplace_back(name.substr(10), t);
-    else BRAID_THROW(InvalidArgument, "{}: unexpected entry '{}' in a trainer checkpoint", path, name);
+    if (name.rfind("model.", 0) == 0) {
+      model_state.emplace_back(name.substr(6), t);
+    } else if (name.rfind("optimizer.", 0) == 0) {
+      optim_state.emplace_back(name.substr(10), t);
+    } else if (name.rfind("remote_optimizer.", 0) == 0) {
+      const std::string rest = name.substr(17);
+      const size_t dot = rest.find('.');
+      BRAID_CHECK_ARG(dot != std::string::npos, "{}: malformed entry '{}'", path, name);
+      remote_state[std::stoul(rest.substr(0, dot))].set(rest.substr(dot + 1), Value(t));
+    } else {
+      BRAID_THROW(InvalidArgument, "{}: unexpected entry '{}' in a trainer checkpoint", path, name);
+    }
   }
   // The model's own names may carry DDP's "module." levels: map them from the plain names.
   nn::StateDict mine;
@@ -254,6 +277,13 @@ void Trainer::load(const std::string& path) {
   }
   model_->load_state_dict(mine, /*strict=*/true);
   if (optimizer_ && !optim_state.empty()) optimizer_->load_state_dict(nn::optim::OptimizerStateDict::from_flat(optim_state));
+  if (remote_optimizer_) {
+    const auto& remotes = remote_optimizer_->remote_optimizers();
+    for (auto& [i, dict] : remote_state) {
+      BRAID_CHECK_ARG(i < remotes.size(), "{}: remote optimizer {} of {}", path, i, remotes.size());
+      remotes[i].rpc_sync().call("load_state_dict", {Value(std::move(dict))});
+    }
+  }
 }
 
 Value Trainer::parameters() const {

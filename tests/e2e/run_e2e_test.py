@@ -181,9 +181,11 @@ def case_resume(braid, mpiexec, tmp):
                 "optimizer: {kind: adam, lr: 0.01}\ntrain: {epochs: 1, batch_size: 8}\n"
                 "log: {interval: 1}\nfailure: {timeout_s: 20, heartbeat_s: 1}\n")
     check_resume(braid, mpiexec, tmp, "data parallel, adam", 4, [job], 4)
-    # Seed 000's hybrid model with SGD: the remote parts on the worker are updated by every trainer's
-    # DistributedOptimizer, in the order the driver hands out; model state on 4 trainers and the worker.
-    check_resume(braid, mpiexec, tmp, "hybrid, sgd", 6, [HYBRID, "--set", "loss=mse"], 5)
+    # Seed 000's hybrid model with Adam: the remote parts on the worker are updated by every trainer's
+    # DistributedOptimizer, in the order the driver hands out; the Adam state of those optimizers (on the
+    # worker) is saved with each trainer.
+    check_resume(braid, mpiexec, tmp, "hybrid, adam", 6,
+                 [HYBRID, "--set", "loss=mse", "--set", "optimizer.kind=adam", "--set", "optimizer.lr=0.01"], 5)
 
 
 def rank_pids(mpirun_pid):
