@@ -193,3 +193,40 @@ TEST_CASE("DistributedOptimizer: Adam over a context's gradients matches a local
 }
 
 }  // namespace braid::dist_autograd
+
+namespace braid::dist_autograd {
+
+// Needs the distributed-autograd core (Context, backward, get_gradients).
+TEST_CASE("DistributedOptimizer: the owners' optimizer state goes out and comes back through state_dict",
+          "[dist_optimizer][core]") {
+  testing::SoloRpc job;
+  RemoteModule layer("worker0/cpu", "nn.Linear", {Value(int64_t{2}), Value(int64_t{1})});
+  nn::optim::SGDOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  DistributedOptimizer opt(o, layer.remote_parameters());
+  REQUIRE(opt.remote_optimizers().size() == 1);
+  const rpc::RRef& remote = opt.remote_optimizers()[0];
+  CHECK(remote.rpc_sync().call("state_dict", {}).as_dict().find("state.0.momentum_buffer") == nullptr);
+  {
+    Context ctx;
+    const Tensor y = layer.forward(from_vector<float>({1, 2}, {1, 2}));
+    backward(ctx.id(), {autograd::sum(y)});
+    opt.step(ctx.id());
+  }
+  const Value saved = remote.rpc_sync().call("state_dict", {});
+  const Value* buffer = saved.as_dict().find("state.0.momentum_buffer");
+  REQUIRE(buffer != nullptr);
+  CHECK(equal(buffer->as_tensor(), from_vector<float>({1, 2}, {1, 2})));  // the first step's gradient
+  // Loading a changed buffer replaces the state; a malformed key is refused, naming it.
+  rpc::Dict changed = saved.as_dict();
+  changed.set("state.0.momentum_buffer", Value(from_vector<float>({5, 6}, {1, 2})));
+  remote.rpc_sync().call("load_state_dict", {Value(changed)});
+  const Value reloaded = remote.rpc_sync().call("state_dict", {});
+  CHECK(equal(reloaded.as_dict().find("state.0.momentum_buffer")->as_tensor(), from_vector<float>({5, 6}, {1, 2})));
+  rpc::Dict bad;
+  bad.set("nonsense", Value(from_vector<float>({1}, {1})));
+  CHECK_THROWS_WITH(remote.rpc_sync().call("load_state_dict", {Value(bad)}), Catch::Contains("nonsense"));
+}
+
+}  // namespace braid::dist_autograd
