@@ -105,10 +105,11 @@ def case_seed000(braid, mpiexec, tmp):
             mbs = sorted((l["rank"], l["microbatch"]) for l in lines if l["step"] == 1)
             expect("seed000 uneven: trainers 0, 1 one micro-batch, 2, 3 two",
                    mbs == [(0, 0), (1, 0), (2, 0), (2, 1), (3, 0), (3, 1)])
-    # Real training: seed 000's weighted_sum cancels over the trainers by the data's symmetry (its mean is 0
-    # at every step), so the job trains on the squared error of the same outputs and values.
+    # Real training (examples/hybrid/train.yaml): seed 000's weighted_sum cancels over the trainers by the
+    # data's symmetry (its mean is 0 at every step), so that job trains on the squared error.
     metrics = os.path.join(tmp, "metrics.jsonl")
-    r = run(mpirun(mpiexec, braid, 6, [HYBRID, "--steps", "12", "--set", "loss=mse", "--set", f"log.metrics={metrics}"]))
+    train = os.path.join(ROOT, "examples", "hybrid", "train.yaml")
+    r = run(mpirun(mpiexec, braid, 6, [train, "--steps", "12", "--set", f"log.metrics={metrics}"]))
     expect("hybrid training: exit 0 with a progress line and a summary",
            r.returncode == 0 and "step 10/12 epoch 10/12 loss" in r.stdout and "done: 12 steps" in r.stdout, r)
     losses = [m["loss"] for m in read_dump(metrics) if "loss" in m]
