@@ -116,7 +116,7 @@ struct FsdpSpec {
 
 struct TrainSpec {
   int epochs = 1;
-  int64_t steps = 0;     // a limit on the total steps (0: every step of every epoch)
+  int64_t steps = 0;     // the total steps, through as many epochs as it takes (0: every step of every epoch)
   int batch_size = 16;   // per trainer
   uint64_t seed = 0;     // shuffling and dropout
   int eval_every = 0;    // steps between evaluations on the test split (0: at the end of each epoch only)
