@@ -242,6 +242,8 @@ void Driver::create_remote_parts() {
     const std::string device = worker_name(rank) + "/cpu";
     auto module = std::make_shared<dist_autograd::RemoteModule>(device, parts[i].module_class, parts[i].args);
     parts_.push_back({RemotePartHandle{parts[i].name, device, parts[i].module_class, module->module_rref()}, rank});
+    // Named on its worker, so that any rank can look it up (instance_registry.h).
+    rpc::rpc_sync(worker_name(rank), "braid.register_instance", {Value(parts[i].name), Value(module->module_rref())});
     remote_modules_.push_back(std::move(module));
     log()->debug("remote part '{}' ({}) on {}", parts[i].name, parts[i].module_class, describe_rank(job_, rank));
   }

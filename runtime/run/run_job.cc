@@ -4,6 +4,7 @@
 #include "base/logging.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/run/instance_registry.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/remote_step_turns.h"
@@ -23,6 +24,7 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   RankService::instance().configure(job, env.rank);
   register_rank_functions();
   register_turn_functions();
+  register_instance_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });
 
   JobRuntime runtime(job, env);
@@ -50,6 +52,7 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
       logging::get("braid.run")->debug("{}", message);
     }
   }
+  clear_instances();  // their RRefs go before the agent does
   runtime.shutdown_rpc(/*graceful=*/true);
   return 0;
 }

@@ -13,8 +13,11 @@
 #include "dist_autograd/context.h"
 #include "dist_autograd/context_state.h"
 #include "rpc/api.h"
+#include "runtime/run/instance_registry.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/signals.h"
+#include "tensor/compare.h"
+#include "tensor/factory.h"
 #include "tests/unit/dist_autograd/solo_rpc.h"
 
 namespace braid::runtime {
@@ -72,6 +75,23 @@ TEST_CASE("run: contexts older than the TTL are swept, younger ones kept", "[run
   CHECK(!dist_autograd::has_context(id));
   CHECK(dist_autograd::num_contexts() == 0);
   dist_autograd::wait_for_releases(std::chrono::seconds(5));
+}
+
+TEST_CASE("run: named model instances are registered on their worker and looked up by name", "[runtime][run]") {
+  dist_autograd::testing::SoloRpc rpc;
+  register_instance_functions();
+  clear_instances();
+  const Tensor weight = from_vector<float>({1, 2, 3}, {3});
+  rpc::rpc_sync("worker0", "braid.register_instance", {rpc::Value("em"), rpc::Value(rpc::RRef::local(rpc::Value(weight)))});
+  const rpc::RRef found = lookup_instance("worker0", "em");
+  CHECK(found.owner_name() == "worker0");
+  CHECK(equal(found.to_here().as_tensor(), weight));
+  CHECK(instance_names() == std::vector<std::string>{"em"});
+  CHECK_THROWS_WITH(lookup_instance("worker0", "net"),
+                    Catch::Contains("no model instance 'net' on worker 'worker0'") && Catch::Contains("em"));
+  CHECK_THROWS_WITH(register_instance("em", found), Catch::Contains("'em' is registered already"));
+  clear_instances();
+  CHECK(instance_names().empty());
 }
 
 }  // namespace
