@@ -9,16 +9,15 @@
 //
 // train_step(step, epoch, batch): the batch's micro-batches (data.micro_batch rows each, one when 0; with
 // data.uneven the first half of the trainers keep only the first half of them — two halves when
-// micro_batch is 0 — under DDP's join()), each in a
-// distributed-autograd context of its own that is released when the micro-batch is done: forward, loss,
-// dist_autograd::backward, then the local optimizer steps with this context's gradients of the local
-// parameters and a DistributedOptimizer steps the remote parts' parameters on their owners, in the order
-// the driver hands out (remote_step_turns.h). DDP and FSDP
+// micro_batch is 0 — under DDP's join()), each in a distributed-autograd context of its own that is
+// released when the micro-batch is done: forward, loss, dist_autograd::backward, then the local optimizer
+// steps with this context's gradients of the local parameters and a DistributedOptimizer steps the remote
+// parts' parameters on their owners, in the order the driver hands out (remote_step_turns.h). DDP and FSDP
 // reduce inside the backward, so the context's map holds the reduced gradients (seed 000's semantics).
 //
-// Constructor arguments over RPC (TrainerArgs): (trainer index, the job as JSON text, a list of
-// (part name, remote device, module class, module RRef)). The job text must match this process's own
-// reading of the job file (every process parses the same file and --set overrides): a mismatch fails.
+// Constructor arguments over RPC: (trainer index, the job as JSON text, encode_parts() of the remote
+// parts). The job text must match this process's own reading of the job file (every process parses the
+// same file and --set overrides): a mismatch fails, showing both.
 #pragma once
 
 #include <cstdint>
