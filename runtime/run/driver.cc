@@ -418,7 +418,12 @@ int Driver::run() {
   try {
     RankService::instance().set_status("starting", 0);
     RemoteStepTurns::instance().configure(static_cast<int>(job_.roles.trainers.size()));
-    status_server_ = std::make_unique<StatusServer>([this] { return status_snapshot(); }, job_.status_file);
+    try {
+      status_server_ = std::make_unique<StatusServer>([this] { return status_snapshot(); }, job_.status_file);
+    } catch (const std::exception& e) {
+      // `braid status` is a convenience: a job runs without it.
+      log()->warn("no status endpoint (braid status will not find this job): {}", e.what());
+    }
     create_remote_parts();
     create_trainers();
     done = resume_step();
