@@ -18,7 +18,7 @@ BUILD_TYPE ?= RelWithDebInfo
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 # make run: the job, its rank count (the job's roles name 6 ranks) and extra `braid run` arguments.
-JOB ?= examples/hybrid/job.yaml
+JOB ?= examples/hybrid/train.yaml
 NP ?= 6
 RUN_ARGS ?=
 # Seconds; CTest's limit for any test that does not set its own TIMEOUT property.

@@ -72,7 +72,8 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   static const nlohmann::json kEmptyArray = nlohmann::json::array();
   const nlohmann::json& args = job.model.args.is_object() ? job.model.args : kEmptyObject;
   const nlohmann::json& layers = job.model.layers.is_array() ? job.model.layers : kEmptyArray;
-  ModelBuild build{.args = args, .layers = layers, .init_seed = job.model.init_seed, .remote = remote_};
+  ModelBuild build{.args = args, .layers = layers, .init_seed = job.model.init_seed, .remote = remote_,
+                   .wrap_inside = nullptr};
   if (use_ddp && job.ddp.mode == DdpMode::Inside) {
     build.wrap_inside = [ddp_options](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
       return std::make_shared<parallel::DistributedDataParallel>(std::move(sub), ddp_options);
