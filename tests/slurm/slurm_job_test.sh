@@ -11,10 +11,9 @@
 # packages are missing and cannot be installed.
 set -uo pipefail
 
-# The job both scripts run: sbatch options; braid's arguments; regexes the job's output must contain.
-# For the training job (checked with `braid run` from the core branch under braid-mpirun.sbatch: done in ~1 s):
-# job_sbatch=(-n 6 --overcommit); job_braid=(run examples/hybrid/job.yaml --steps 3); job_expect=('done: 3 steps in .*final loss')
-job_sbatch=(-n 2); job_braid=(info); job_expect=('rank 0 of 2 \(launched by (slurm|mpirun)\)' 'rank 1 of 2 \(launched by (slurm|mpirun)\)')
+# The job both scripts run: sbatch options; braid's arguments; regexes the job's output must contain. It is
+# the training example of seed 000's job (6 ranks: 4 trainers, a worker, a master) for a few steps.
+job_sbatch=(-n 6 --overcommit); job_braid=(run examples/hybrid/train.yaml --steps 3); job_expect=('done: 3 steps in .*final loss')
 
 readonly SKIP=77
 # Every job gets at most JOB_TIMEOUT_S, and all of them together JOBS_TIMEOUT_S, so that the test ends (and
