@@ -12,7 +12,10 @@
 namespace braid::runtime {
 
 std::string format_duration(double seconds) {
-  const auto s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  seconds = std::max(0.0, seconds);
+  // Short jobs and the last ETAs of long ones: whole seconds would print "done: 460 steps in 2s".
+  if (seconds < 9.95) return fmt::format("{:.1f}s", seconds);
+  const auto s = static_cast<int64_t>(std::llround(seconds));
   if (s < 60) return fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);

@@ -12,7 +12,7 @@
 
 namespace braid::runtime {
 
-std::string format_duration(double seconds);  // "3m12s", "45s", "1h02m"
+std::string format_duration(double seconds);  // "3m12s", "45s", "1h02m"; under 10 s with a tenth: "1.5s"
 std::string format_count(double value);        // "1,234" (rounded)
 
 struct StepReport {

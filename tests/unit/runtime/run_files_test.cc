@@ -66,7 +66,9 @@ TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
 }
 
 TEST_CASE("run: durations, counts and the metrics record", "[runtime][run]") {
-  CHECK(format_duration(0) == "0s");
+  CHECK(format_duration(0) == "0.0s");
+  CHECK(format_duration(1.46) == "1.5s");
+  CHECK(format_duration(9.96) == "10s");
   CHECK(format_duration(45.4) == "45s");
   CHECK(format_duration(192) == "3m12s");
   CHECK(format_duration(3725) == "1h02m");
