@@ -11,7 +11,8 @@ Cases:
   kill             kill -9 of a trainer: every process ends within failure.timeout_s, naming the rank and role
   driver_dies      kill -9 of the driver of an env:// job: the other ranks' watchdogs end them within the bound
   status           `braid status` while a job runs: ranks, roles, state and step
-  examples         seed 000 and the digits job under braid launch (stated accuracy), the FSDP job under mpirun
+  examples         seed 000 and the digits job under braid launch (stated accuracy), the FSDP job under mpirun,
+                   then digits under mpirun and FSDP under braid launch (shorter)
   errors           a bad job file, a bad --set, the wrong process count, no launcher: clear errors, nothing runs
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import glob
@@ -388,6 +389,19 @@ def case_examples(braid, mpiexec, tmp):
     losses = [m["loss"] for m in read_dump(metrics) if "loss" in m] if os.path.exists(metrics) else []
     expect(f"fsdp job: one epoch ({len(losses)} steps), loss falls" + (f" {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""),
            r.returncode == 0 and len(losses) == 32 and losses[-1] < losses[0], r)
+    # Each job under the other launcher too, shorter: digits under mpirun, FSDP under braid launch.
+    metrics = os.path.join(tmp, "digits-mpirun.jsonl")
+    r = run(mpirun(mpiexec, braid, 4, [os.path.join(ROOT, "examples", "digits", "job.yaml"), "--set", "train.epochs=2",
+                                       "--set", f"log.metrics={metrics}"]), timeout=200)
+    evals = [m for m in read_dump(metrics) if "eval_accuracy" in m] if os.path.exists(metrics) else []
+    expect(f"digits under mpirun: 2 epochs, test accuracy {evals[-1]['eval_accuracy'] if evals else '?'} >= 0.8",
+           r.returncode == 0 and len(evals) == 2 and evals[-1]["eval_accuracy"] >= 0.8, r)
+    metrics = os.path.join(tmp, "fsdp-launch.jsonl")
+    r = run([braid, "launch", "-n", "4", "--", braid, "run", os.path.join(ROOT, "examples", "fsdp", "job.yaml"),
+             "--steps", "16", "--set", f"log.metrics={metrics}"], timeout=200)
+    losses = [m["loss"] for m in read_dump(metrics) if "loss" in m] if os.path.exists(metrics) else []
+    expect(f"fsdp job under braid launch: 16 steps, loss falls" + (f" {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""),
+           r.returncode == 0 and len(losses) == 16 and losses[-1] < losses[0], r)
 
 
 def main():
