@@ -40,6 +40,10 @@ def mpirun(mpiexec, braid, n, args):
     return [mpiexec, "-np", str(n), "--oversubscribe", braid, "run"] + args
 
 
+def launch(braid, n, args):
+    return [braid, "launch", "-n", str(n), "--", braid, "run"] + args
+
+
 def run(cmd, timeout=90):
     return subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=timeout)
 
@@ -139,27 +143,31 @@ def wait_for_line(path, predicate, timeout):
     return False
 
 
-def check_resume(braid, mpiexec, tmp, label, nranks, job_args, nfiles):
-    """Stop a run by SIGUSR1 after step 3 or later, resume it 3 steps further, compare with an uninterrupted run."""
+def check_resume(braid, mpiexec, tmp, label, nranks, job_args, nfiles, sig=signal.SIGUSR1, launcher="mpirun"):
+    """Stop a run by `sig` after step 3 or later, resume it 3 steps further, compare with an uninterrupted run.
+    `launcher`: "mpirun" or "launch" (braid launch); both forward the signal to every rank."""
+    start_cmd = (lambda n, args: mpirun(mpiexec, braid, n, args)) if launcher == "mpirun" else (
+        lambda n, args: launch(braid, n, args))
+    signame = signal.Signals(sig).name
     full_ckpt, part_ckpt = os.path.join(tmp, f"{label}-ckpt-full"), os.path.join(tmp, f"{label}-ckpt-part")
     full_dump, part_dump, resumed_dump = (os.path.join(tmp, f"{label}-{n}") for n in ("full.jsonl", "part.jsonl", "resumed.jsonl"))
-    # SIGUSR1 to mpirun is forwarded to every rank: the driver finishes the step, checkpoints and stops everyone.
-    p = start(mpirun(mpiexec, braid, nranks, job_args + ["--steps", "1000", "--set", f"checkpoint.dir={part_ckpt}",
+    # The launcher forwards the signal to every rank: the driver finishes the step, checkpoints and stops everyone.
+    p = start(start_cmd(nranks, job_args + ["--steps", "1000", "--set", f"checkpoint.dir={part_ckpt}",
                                                         "--dump-grads", part_dump]))
     expect(f"{label}: the run reaches step 3", wait_for_line(part_dump, lambda ls: any(l["step"] >= 3 for l in ls), 60))
-    p.send_signal(signal.SIGUSR1)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
-    expect(f"{label}: SIGUSR1 stops the job, every rank exits 0 and logs the stop line",
-           p.returncode == 0 and err.count("stopping on SIGUSR1 after step") >= nranks, r)
+    expect(f"{label}: {signame} to {launcher} stops the job, every rank exits 0 and logs the stop line",
+           p.returncode == 0 and (err + out).count(f"stopping on {signame} after step") >= nranks, r)
     with open(os.path.join(part_ckpt, "latest")) as f:
         stopped = int(f.read().strip().split("-")[1])
     total = stopped + 3
     expect(f"{label}: stopped after step {stopped}; both runs go to step {total}", stopped >= 3, r)
-    r = run(mpirun(mpiexec, braid, nranks, job_args + ["--steps", str(total), "--resume", "--set",
+    r = run(start_cmd(nranks, job_args + ["--steps", str(total), "--resume", "--set",
                                                       f"checkpoint.dir={part_ckpt}", "--dump-grads", resumed_dump]))
-    expect(f"{label}: the resumed run finishes", r.returncode == 0 and "resumed from" in r.stderr, r)
-    r = run(mpirun(mpiexec, braid, nranks, job_args + ["--steps", str(total), "--set", f"checkpoint.dir={full_ckpt}",
+    expect(f"{label}: the resumed run finishes", r.returncode == 0 and "resumed from" in r.stderr + r.stdout, r)
+    r = run(start_cmd(nranks, job_args + ["--steps", str(total), "--set", f"checkpoint.dir={full_ckpt}",
                                                       "--dump-grads", full_dump]))
     expect(f"{label}: the uninterrupted run", r.returncode == 0 and f"done: {total} steps" in r.stdout, r)
     full = {(l["rank"], l["step"], l["microbatch"]): l for l in read_dump(full_dump)}
@@ -186,8 +194,10 @@ def case_resume(braid, mpiexec, tmp):
     # Seed 000's hybrid model with Adam: the remote parts on the worker are updated by every trainer's
     # DistributedOptimizer, in the order the driver hands out; the Adam state of those optimizers (on the
     # worker) is saved with each trainer.
+    # Stopped by SIGTERM to braid launch this time (the issue's "resume after SIGTERM").
     check_resume(braid, mpiexec, tmp, "hybrid, adam", 6,
-                 [HYBRID, "--set", "loss=mse", "--set", "optimizer.kind=adam", "--set", "optimizer.lr=0.01"], 5)
+                 [HYBRID, "--set", "loss=mse", "--set", "optimizer.kind=adam", "--set", "optimizer.lr=0.01"], 5,
+                 sig=signal.SIGTERM, launcher="launch")
 
 
 def rank_pids(mpirun_pid):
