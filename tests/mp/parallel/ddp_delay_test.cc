@@ -23,14 +23,6 @@ using parallel::DistributedDataParallel;
 
 namespace {
 
-void sgd_step(nn::Module& m) {
-  autograd::NoGradGuard no_grad;
-  for (const auto& p : m.parameters()) {
-    const Tensor g = autograd::grad(p);
-    if (g.defined()) p.sub_(g);
-  }
-  m.zero_grad();
-}
 
 std::vector<std::pair<std::string, Tensor>> named(const nn::Module& m, const std::vector<std::string>& names) {
   std::vector<std::pair<std::string, Tensor>> out;

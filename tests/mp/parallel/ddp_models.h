@@ -4,8 +4,10 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/nn_ops.h"
+#include "autograd/variable.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "tensor/factory.h"
@@ -38,5 +40,15 @@ class Task : public nn::Module {
   Tensor forward(const Tensor& x) override { return autograd::add(p, x); }
   Tensor p;
 };
+
+// The parity tests' update: p -= grad; grad = None.
+inline void sgd_step(nn::Module& m) {
+  autograd::NoGradGuard no_grad;
+  for (const auto& p : m.parameters()) {
+    const Tensor g = autograd::grad(p);
+    if (g.defined()) p.sub_(g);
+  }
+  m.zero_grad();
+}
 
 }  // namespace braid::mp

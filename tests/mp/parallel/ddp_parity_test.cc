@@ -21,15 +21,6 @@ using parallel::DistributedDataParallel;
 
 namespace {
 
-// p -= grad; grad = None (the parity tests' update).
-void sgd_step(nn::Module& m) {
-  autograd::NoGradGuard no_grad;
-  for (const auto& p : m.parameters()) {
-    const Tensor g = autograd::grad(p);
-    if (g.defined()) p.sub_(g);
-  }
-  m.zero_grad();
-}
 
 void check_parity(MpFixture& f, DDPOptions options, int iterations) {
   const int ws = f.size(), r = f.rank();

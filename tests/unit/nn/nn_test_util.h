@@ -15,6 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
+#include "tests/support/temp_dir.h"
 
 namespace braid::nn::testing {
 
@@ -38,26 +39,6 @@ inline std::vector<double> values_of(const Tensor& t) {
   return to_vector<double>(t.is_sparse() ? as_sparse(t).to_dense() : t);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("braid_nn_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using braid::testing::TempDir;
 
 }  // namespace braid::nn::testing

@@ -19,35 +19,12 @@
 #include "runtime/job/job_spec.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
+#include "tests/support/temp_dir.h"
 
 namespace braid::runtime {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("braid_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  // Writes `text` to a file in the folder and returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = (path_ / name).string();
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 DataSpec csv_spec(const std::string& path) {
   DataSpec spec;

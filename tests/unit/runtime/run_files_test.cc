@@ -16,6 +16,7 @@
 #include "runtime/run/progress.h"
 #include "runtime/run/trainer.h"
 #include "tensor/factory.h"
+#include "tests/support/temp_dir.h"
 
 namespace braid::runtime {
 namespace {
@@ -24,14 +25,7 @@ namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
 // A fresh directory under the system's temp dir, removed at the end of the test.
-struct TempDir {
-  TempDir() : path(fs::temp_directory_path() / ("braid-run-test-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-};
+using testing::TempDir;
 
 std::string read(const fs::path& p) {
   std::ifstream in(p);
@@ -42,7 +36,7 @@ std::string read(const fs::path& p) {
 
 TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
   TempDir tmp;
-  const std::string dir = (tmp.path / "ckpt").string();
+  const std::string dir = (tmp.path() / "ckpt").string();
   CHECK(!read_latest(dir).has_value());
   for (int64_t step : {3, 6, 9}) {
     const std::string step_dir = make_step_dir(dir, step);
@@ -85,7 +79,7 @@ TEST_CASE("run: durations, counts and the metrics record", "[runtime][run]") {
 
 TEST_CASE("run: the progress line in a file is one line per call", "[runtime][run]") {
   TempDir tmp;
-  const fs::path p = tmp.path / "out.txt";
+  const fs::path p = tmp.path() / "out.txt";
   std::FILE* f = std::fopen(p.c_str(), "w");
   REQUIRE(f != nullptr);
   {
@@ -101,7 +95,7 @@ TEST_CASE("run: --dump-grads lines hold nested lists in the tensor's shape", "[r
   CHECK(tensor_to_json(from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})).dump() == "[[1.0,2.0,3.0],[4.0,5.0,6.0]]");
   CHECK(tensor_to_json(from_vector<float>({-0.5}, {})).dump() == "-0.5");
   TempDir tmp;
-  const fs::path p = tmp.path / "grads.jsonl";
+  const fs::path p = tmp.path() / "grads.jsonl";
   {
     GradDumpWriter w(p.string());
     rpc::Dict grads;
