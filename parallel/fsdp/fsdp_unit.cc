@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops/shape.h"
 #include "autograd/variable.h"
@@ -200,7 +201,10 @@ void FSDPUnit::detach_from_node() {
 void FSDPUnit::pre_forward(TensorList& inputs) {
   detach_from_node();  // a forward that threw may have left the previous node attached
   unshard();
-  if (options_.forward_prefetch || options_.backward_prefetch) record_and_prefetch();
+  // A forward that activation checkpointing runs again inside backward is no step of the recorded order:
+  // neither record it nor prefetch the unit that followed it in the real forward (its backward is over).
+  const bool recomputing = autograd::in_checkpoint_recompute();
+  if ((options_.forward_prefetch || options_.backward_prefetch) && !recomputing) record_and_prefetch();
   const auto& mp = options_.mixed_precision;
   if (mp.param_dtype && mp.cast_forward_inputs) {
     for (Tensor& x : inputs) {
@@ -247,8 +251,11 @@ void FSDPUnit::post_forward(TensorList& outputs) {
       });
     }
   }
-  // Without a backward to come (no grad, or nothing recorded) nobody else would reshard.
-  if (options_.resolved_reshard_after_forward() || !recorded) reshard();
+  // Without a backward to come (no grad, or nothing recorded) nobody else would reshard. After a forward
+  // recomputed by activation checkpointing the unit's backward follows at once: keep the parameters
+  // gathered for it instead of gathering them again (FSDP2 does the same).
+  const bool backward_follows = recorded && autograd::in_checkpoint_recompute();
+  if ((options_.resolved_reshard_after_forward() && !backward_follows) || !recorded) reshard();
 }
 
 namespace {
