@@ -323,26 +323,23 @@ TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
 
 void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& out) {
   const int64_t block = layout_.block_numel();
-  if (!scatter_input_.defined()) {
-    scatter_input_ = zeros({block * world_}, TensorOptions(reduce_dtype_, device_));
-    scatter_output_ = empty({block}, TensorOptions(reduce_dtype_, device_));
-  }
+  if (!scatter_output_.defined()) scatter_output_ = empty({block}, TensorOptions(reduce_dtype_, device_));
+  // The input is as large as the whole unit: kept per unit it would add up to the full model on every
+  // rank. Taken for this reduction only, it goes back to the allocator's cache, from which the next unit
+  // of the same size gets the same block (no page faults). Zeroed: the padding must contribute nothing.
+  Tensor scatter_input = zeros({block * world_}, TensorOptions(reduce_dtype_, device_));
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamShardSpec& spec = layout_.param(i);
     for (int r = 0; r < world_; ++r) {
       const int64_t rows = spec.shard_rows(r);
       if (rows == 0) continue;
-      Tensor dst = scatter_input_.narrow(0, r * block + spec.block_offset, rows * spec.row_numel)
+      Tensor dst = scatter_input.narrow(0, r * block + spec.block_offset, rows * spec.row_numel)
                        .view(spec.shard_shape(r));
       // An unused parameter contributes zeros, so every rank still joins the same collective.
-      if (full_grads[i].defined()) {
-        dst.copy_(layout_.shard_of(full_grads[i], i, r));
-      } else {
-        dst.zero_();
-      }
+      if (full_grads[i].defined()) dst.copy_(layout_.shard_of(full_grads[i], i, r));
     }
   }
-  auto work = group_->reduce_scatter_tensor(scatter_output_, scatter_input_);
+  auto work = group_->reduce_scatter_tensor(scatter_output_, scatter_input);
   wait_all({work}, describe() + ": reduce-scatter of the gradients");
   int replicas = 1;
   if (const auto& replicate = options_.replicate_group) {
