@@ -10,8 +10,8 @@
 # that all see the same machine load. The summary gives, per rank count, the median over the runs of each
 # configuration's step p50 and of rank 0's peak bytes of parameters + gradients + optimizer state
 # (runtime/fsdp_bench_meter.h), FULL_SHARD's peak against the target (unsharded / N + the largest unit; and
-# + 3 x the largest unit, what a unit's backward holds at once: its gathered parameters, their full
-# gradients and the reduce-scatter input),
+# + 2 x the largest unit, what a unit's backward holds at once: its gathered parameters and their full
+# gradients),
 # and FULL_SHARD's step time / DDP's. Each run's output is kept in <build>/fsdp-bench/*.txt.
 #
 # usage: bench/run_fsdp_bench.sh [build-dir] [runs] [extra braid bench fsdp flags...]
@@ -96,10 +96,10 @@ for n in sorted({k[1] for k in data}):
     if base is None or fs is None:
         continue
     target = base / n + unit
-    working = base / n + 3 * unit
+    working = base / n + 2 * unit
     line = (f"{n} ranks: FULL_SHARD peak {fs:.1f} MiB vs target unsharded/{n} + largest unit = {target:.1f} MiB: "
-            f"{'met' if fs <= target else 'MISSED'} ({fs / base:.3f} of unsharded); vs unsharded/{n} + 3 x largest "
-            f"unit (gathered parameters, full gradients, reduce-scatter input) = {working:.1f} MiB: "
+            f"{'met' if fs <= target else 'MISSED'} ({fs / base:.3f} of unsharded); vs unsharded/{n} + 2 x largest "
+            f"unit (its gathered parameters and their full gradients) = {working:.1f} MiB: "
             f"{'met' if fs <= working else 'MISSED'}")
     t_fs, t_ddp = med(("FULL_SHARD", n), "median_ms"), med(("DDP", n), "median_ms")
     if t_fs and t_ddp:

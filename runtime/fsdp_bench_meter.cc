@@ -30,7 +30,8 @@ int64_t unit_extra_bytes(const fsdp::FSDPUnit& unit) {
   return unit.is_unshard_pending() ? unit.layout().unsharded_numel() * elem : 0;
 }
 
-// A unit's backward: its full gradients, and (sharded) the reduce-scatter input of the same size.
+// A unit's backward: its full gradients arrive while its parameters are gathered; its node then reshards
+// before taking the reduce-scatter input, which only adds where its padding makes it larger than them.
 int64_t unit_backward_bytes(const fsdp::FSDPUnit& unit) {
   int64_t full = 0;
   for (size_t i = 0; i < unit.managed_parameters().size(); ++i) {
@@ -40,7 +41,7 @@ int64_t unit_backward_bytes(const fsdp::FSDPUnit& unit) {
   }
   if (!unit.is_sharded() || unit.managed_parameters().empty()) return full;
   const int64_t elem = static_cast<int64_t>(element_size(unit.managed_parameters().front().second.dtype()));
-  return full + unit.layout().unsharded_numel() * elem;
+  return full + std::max<int64_t>(0, unit.layout().unsharded_numel() * elem - full);
 }
 
 }  // namespace

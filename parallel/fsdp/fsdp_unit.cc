@@ -310,8 +310,11 @@ TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
   autograd::NoGradGuard no_grad;
   TensorList out(params_.size());
   if (is_sharded()) {
-    reduce_scatter_grads(full_grads, out);
+    // Every op that used the gathered parameters has run its backward (the engine runs this node only
+    // after all of them): give the gathered memory back before the unit-sized reduce-scatter input is
+    // taken, so the two never coexist.
     reshard();
+    reduce_scatter_grads(full_grads, out);
   } else {
     allreduce_grads(full_grads, out);
   }
