@@ -47,11 +47,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One OpenBLAS thread per rank: the ranks already share the cores.
 export OPENBLAS_NUM_THREADS=1
 pick_openblas_coretype "$braid"
-echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, build $(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+build_type="$(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2)"
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, build $build_type, $cpu"
 for run in $(seq 1 "$runs"); do
   for n in "${rank_counts[@]}"; do
     for s in UNSHARDED FULL_SHARD DDP; do
-      echo "== run $run: mpirun -np $n --oversubscribe --bind-to none braid bench fsdp ${flags[*]} --strategies $s $* (load $(load))"
+      echo "== run $run: mpirun -np $n --oversubscribe --bind-to none braid bench fsdp ${flags[*]}" \
+        "--strategies $s $* (load $(load))"
       mpirun -np "$n" --oversubscribe --bind-to none "$braid" bench fsdp "${flags[@]}" --strategies "$s" "$@" |
         tee "$out/$s-np$n-$run.txt" || echo "(run $run, $s on $n ranks failed)"
     done

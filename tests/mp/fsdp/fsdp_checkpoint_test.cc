@@ -145,7 +145,8 @@ TEST_CASE_METHOD(MpFixture, "fsdp checkpoint: the recomputation sees gathered pa
   // The unit around the wrapper gathers in its pre-backward hook, before the checkpoint node recomputes;
   // the unit inside the wrapper gathers in the recomputed pre-forward and stays gathered for its backward.
   // Either way backward costs what it costs without checkpointing.
-  for (const Case& c : {Case{Layout::UnitIsWrapper, S::FULL_SHARD, 2, 3}, Case{Layout::UnitInsideRegion, S::FULL_SHARD, 2, 3},
+  for (const Case& c : {Case{Layout::UnitIsWrapper, S::FULL_SHARD, 2, 3},
+                        Case{Layout::UnitInsideRegion, S::FULL_SHARD, 2, 3},
                         Case{Layout::UnitIsWrapper, S::SHARD_GRAD_OP, 2, 1},
                         Case{Layout::UnitInsideRegion, S::SHARD_GRAD_OP, 2, 3},
                         Case{Layout::UnitIsWrapper, S::NO_SHARD, 0, 1}}) {

@@ -36,8 +36,8 @@ class MixtureOfExperts : public nn::Module {
     shared = std::make_shared<nn::Linear>(kShared, kExpert, true, &gen);
     auto first = std::make_shared<nn::Linear>(kInput, kShared, true, &gen);
     auto last = std::make_shared<nn::Linear>(kShared, kInput, true, &gen);
-    module = register_module("module", std::make_shared<nn::Sequential>(
-                                           std::initializer_list<std::shared_ptr<nn::Module>>{first, shared, expert, last}));
+    using Children = std::initializer_list<std::shared_ptr<nn::Module>>;
+    module = register_module("module", std::make_shared<nn::Sequential>(Children{first, shared, expert, last}));
     if (delay_before_free_ms > 0) {
       expert->add_forward_hook([delay_before_free_ms](nn::Module&, const nn::TensorList&, nn::TensorList&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_before_free_ms));

@@ -80,7 +80,8 @@ TEST_CASE("CheckpointWrapper: the wrapped module's hooks run again in the recomp
   Generator gen(1);
   auto linear = std::make_shared<Linear>(4, 2, true, &gen);
   std::vector<bool> recomputing;
-  linear->add_forward_pre_hook([&](Module&, TensorList&) { recomputing.push_back(autograd::in_checkpoint_recompute()); });
+  linear->add_forward_pre_hook(
+      [&](Module&, TensorList&) { recomputing.push_back(autograd::in_checkpoint_recompute()); });
   CheckpointWrapper wrapper(linear);
   const Tensor x = ones({3, 4});
   const Tensor out = wrapper(x);
