@@ -8,7 +8,9 @@
 //   * gradients: every .grad, plus, in a unit's backward, the full-size gradients of that unit that the
 //     engine hands its reduction node and the reduce-scatter input built from them (unit-sized, taken
 //     per reduction);
-//   * optimizer state: the tensors of the optimizer's state dict, once it has stepped.
+//   * optimizer state: the tensors of the optimizer's state dict, once it has stepped (Adam's 0-dim
+//     "step" counters included).
+// tests/mp/fsdp/fsdp_meter_test.cc checks the count against one made by hand.
 // Samples are taken after each unit's pre-forward (its parameters gathered), in the gradient hook of
 // each unit's output that runs after FSDP's pre-backward (gathered again, its gradients about to arrive),
 // and after the optimizer step. The peak is the largest sample: an accounting of what FSDP keeps alive,
