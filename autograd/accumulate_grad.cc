@@ -27,9 +27,12 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     hooks = m->leaf_hooks;
     post = m->post_accumulate_hooks;
   }
-  for (auto& hook : hooks) {
-    Tensor replaced = hook(g);
-    if (replaced.defined()) g = replaced;
+  GradSink* const sink = current_grad_sink();
+  if (sink == nullptr || sink->runs_tensor_hooks()) {
+    for (auto& hook : hooks) {
+      Tensor replaced = hook(g);
+      if (replaced.defined()) g = replaced;
+    }
   }
   BRAID_CHECK_ARG(g.shape() == leaf_.shape(), "AccumulateGrad: gradient of shape {} for a leaf of shape {}",
                   shape_str(g.shape()), shape_str(leaf_.shape()));
@@ -38,7 +41,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (!g.is_sparse() && g.dtype() != leaf_.dtype()) g = g.to(leaf_.dtype());
   std::lock_guard<std::mutex> accumulating(accumulate_mu_);
   Tensor total;
-  if (GradSink* sink = current_grad_sink()) {
+  if (sink != nullptr) {
     total = sink->accumulate(leaf_, g);
   } else {
     std::lock_guard<std::mutex> lock(m->mu);

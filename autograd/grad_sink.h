@@ -15,6 +15,9 @@ class GradSink {
   // post-accumulate hook fires (grad() does that). Called from the backward pass's thread; a sink shared
   // by concurrent passes must synchronise itself.
   virtual Tensor accumulate(const Tensor& leaf, const Tensor& grad) = 0;
+  // Whether the leaf's tensor hooks run before accumulate(). A sink that only carries gradients on to
+  // another pass (activation checkpointing's recomputation) says no: they run once, in that pass.
+  virtual bool runs_tensor_hooks() const { return true; }
 };
 
 }  // namespace braid::autograd

@@ -162,7 +162,9 @@ void add_fsdp_command(CLI::App& bench, runtime::FsdpBenchOptions& o) {
       "Time one FSDP training step (forward, MSE loss, backward, SGD step) of LAYERS x Linear(WIDTH, WIDTH), "
       "each Linear its own unit, under each sharding strategy, and the resident memory forward adds on rank 0 "
       "(FULL_SHARD frees a layer's gathered weights after its forward; SHARD_GRAD_OP keeps them until "
-      "backward; NO_SHARD never shards). Prints a row and a 'RESULT fsdp ...' line per strategy. Run it under a "
+      "backward; NO_SHARD never shards), and the peak bytes of parameters + gradients + optimizer state per rank. "
+      "DDP and UNSHARDED run the same model for comparison. Prints a row and a 'RESULT fsdp ...' line per "
+      "strategy. Run it under a "
       "launcher: mpirun -np 2 braid bench fsdp (or an env:// job: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).");
   c->add_option("--backend", o.backend, "Engine of the process group")
       ->capture_default_str()
@@ -172,10 +174,15 @@ void add_fsdp_command(CLI::App& bench, runtime::FsdpBenchOptions& o) {
   c->add_option("--batch", o.batch, "Rows of each rank's input")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--steps", o.steps, "Timed steps per strategy")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--warmup", o.warmup, "Untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  c->add_option("--strategies", o.strategies, "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (comma-separated)")
+  c->add_option("--strategies", o.strategies,
+                "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; DDP and UNSHARDED (plain model, no communication) to compare "
+                "(comma-separated)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}));
+      ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "DDP", "UNSHARDED"}));
+  c->add_option("--optimizer", o.optimizer, "sgd (no state) or adam (two state tensors per parameter)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam"}));
   c->add_option("--init-method", o.init_method,
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
 }

@@ -3,8 +3,10 @@
 // a [batch, width] float32 input, once per sharding strategy. Per strategy: the median step time (forward,
 // backward, SGD step; every rank starts a step at a barrier) and the growth of the process's resident
 // memory across forward on rank 0 — FULL_SHARD frees each layer's gathered weights after its forward,
-// SHARD_GRAD_OP keeps them until backward, NO_SHARD holds them all the time. Numbers to read next to the
-// model size, not a pass/fail test.
+// SHARD_GRAD_OP keeps them until backward, NO_SHARD holds them all the time. Also per configuration: the
+// bytes of parameters + gradients + optimizer state rank 0 holds at its peak (runtime/fsdp_bench_meter.h)
+// and its VmHWM. DDP and UNSHARDED run the same model for comparison. Numbers to read next to the model
+// size, not a pass/fail test.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +23,11 @@ struct FsdpBenchOptions {
   int64_t batch = 16;
   int steps = 10;
   int warmup = 2;  // untimed steps first; they allocate every buffer
-  // FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (the names of parallel::fsdp::to_string).
+  // FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (the names of parallel::fsdp::to_string); DDP (the same model
+  // under DistributedDataParallel) and UNSHARDED (the plain model on every rank, no communication: the
+  // baseline of the memory columns) for comparison.
   std::vector<std::string> strategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"};
+  std::string optimizer = "sgd";  // sgd (no state) or adam (two state tensors per parameter)
   std::string init_method;  // empty: mpirun's bootstrap, else env://
 };
 
@@ -30,6 +35,12 @@ struct FsdpBenchRow {
   std::string strategy;
   double median_ms = 0;
   double forward_rss_mib = 0;  // rank 0's VmRSS growth across forward, the largest over timed steps
+  // Parameters + gradients + optimizer state of rank 0 (StateMeter): the peak over the timed steps, the
+  // sample at the optimizer step, and the optimizer state alone.
+  double peak_state_mib = 0;
+  double step_state_mib = 0;
+  double optimizer_mib = 0;
+  double hwm_mib = 0;  // rank 0's VmHWM after the configuration ran (the process's peak so far)
 };
 
 // Joins the job (init_process_group), runs every strategy, leaves it (destroy_process_group). `print`

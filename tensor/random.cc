@@ -55,6 +55,17 @@ void Generator::fill_int(int64_t* out, int64_t n, int64_t low, int64_t high) {
   }
 }
 
+Generator::State Generator::get_state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return State{engine_, seed_};
+}
+
+void Generator::set_state(const State& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = state.engine;
+  seed_ = state.seed;
+}
+
 Generator& default_generator() {
   static Generator g;
   return g;

@@ -23,6 +23,15 @@ class Generator {
   // n integers uniform in [low, high).
   void fill_int(int64_t* out, int64_t n, int64_t low, int64_t high);
 
+  // The whole state, to replay a sequence of draws (torch.get_rng_state / set_rng_state): activation
+  // checkpointing restores it before recomputing, so recomputed dropout masks equal the forward's.
+  struct State {
+    std::mt19937_64 engine;
+    uint64_t seed = 0;
+  };
+  State get_state() const;
+  void set_state(const State& state);
+
  private:
   mutable std::mutex mu_;
   std::mt19937_64 engine_;  // GUARDED_BY(mu_)

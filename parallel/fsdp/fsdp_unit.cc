@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops/shape.h"
 #include "autograd/variable.h"
@@ -200,7 +201,10 @@ void FSDPUnit::detach_from_node() {
 void FSDPUnit::pre_forward(TensorList& inputs) {
   detach_from_node();  // a forward that threw may have left the previous node attached
   unshard();
-  if (options_.forward_prefetch || options_.backward_prefetch) record_and_prefetch();
+  // A forward that activation checkpointing runs again inside backward is no step of the recorded order:
+  // neither record it nor prefetch the unit that followed it in the real forward (its backward is over).
+  const bool recomputing = autograd::in_checkpoint_recompute();
+  if ((options_.forward_prefetch || options_.backward_prefetch) && !recomputing) record_and_prefetch();
   const auto& mp = options_.mixed_precision;
   if (mp.param_dtype && mp.cast_forward_inputs) {
     for (Tensor& x : inputs) {
@@ -247,8 +251,11 @@ void FSDPUnit::post_forward(TensorList& outputs) {
       });
     }
   }
-  // Without a backward to come (no grad, or nothing recorded) nobody else would reshard.
-  if (options_.resolved_reshard_after_forward() || !recorded) reshard();
+  // Without a backward to come (no grad, or nothing recorded) nobody else would reshard. After a forward
+  // recomputed by activation checkpointing the unit's backward follows at once: keep the parameters
+  // gathered for it instead of gathering them again (FSDP2 does the same).
+  const bool backward_follows = recorded && autograd::in_checkpoint_recompute();
+  if ((options_.resolved_reshard_after_forward() && !backward_follows) || !recorded) reshard();
 }
 
 namespace {
@@ -303,8 +310,11 @@ TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
   autograd::NoGradGuard no_grad;
   TensorList out(params_.size());
   if (is_sharded()) {
-    reduce_scatter_grads(full_grads, out);
+    // Every op that used the gathered parameters has run its backward (the engine runs this node only
+    // after all of them): give the gathered memory back before the unit-sized reduce-scatter input is
+    // taken, so the two never coexist.
     reshard();
+    reduce_scatter_grads(full_grads, out);
   } else {
     allreduce_grads(full_grads, out);
   }
@@ -316,26 +326,23 @@ TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
 
 void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& out) {
   const int64_t block = layout_.block_numel();
-  if (!scatter_input_.defined()) {
-    scatter_input_ = zeros({block * world_}, TensorOptions(reduce_dtype_, device_));
-    scatter_output_ = empty({block}, TensorOptions(reduce_dtype_, device_));
-  }
+  if (!scatter_output_.defined()) scatter_output_ = empty({block}, TensorOptions(reduce_dtype_, device_));
+  // The input is as large as the whole unit: kept per unit it would add up to the full model on every
+  // rank. Taken for this reduction only, it goes back to the allocator's cache, from which the next unit
+  // of the same size gets the same block (no page faults). Zeroed: the padding must contribute nothing.
+  Tensor scatter_input = zeros({block * world_}, TensorOptions(reduce_dtype_, device_));
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamShardSpec& spec = layout_.param(i);
     for (int r = 0; r < world_; ++r) {
       const int64_t rows = spec.shard_rows(r);
       if (rows == 0) continue;
-      Tensor dst = scatter_input_.narrow(0, r * block + spec.block_offset, rows * spec.row_numel)
+      Tensor dst = scatter_input.narrow(0, r * block + spec.block_offset, rows * spec.row_numel)
                        .view(spec.shard_shape(r));
       // An unused parameter contributes zeros, so every rank still joins the same collective.
-      if (full_grads[i].defined()) {
-        dst.copy_(layout_.shard_of(full_grads[i], i, r));
-      } else {
-        dst.zero_();
-      }
+      if (full_grads[i].defined()) dst.copy_(layout_.shard_of(full_grads[i], i, r));
     }
   }
-  auto work = group_->reduce_scatter_tensor(scatter_output_, scatter_input_);
+  auto work = group_->reduce_scatter_tensor(scatter_output_, scatter_input);
   wait_all({work}, describe() + ": reduce-scatter of the gradients");
   int replicas = 1;
   if (const auto& replicate = options_.replicate_group) {

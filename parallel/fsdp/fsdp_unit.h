@@ -116,8 +116,7 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   // Reused across steps (a fresh allocation costs page faults every step).
   std::optional<UnshardedStorage> unsharded_storage_;
   Tensor gather_input_;   // one padded block: this rank's shards
-  Tensor scatter_input_;  // world blocks, rank-major; padding stays zero
-  Tensor scatter_output_; // one block
+  Tensor scatter_output_; // one block (the reduce-scatter input, world blocks, is taken per reduction)
   Tensor allreduce_buffer_;  // NO_SHARD: every full gradient, flat
 };
 

@@ -3,15 +3,8 @@
 // every step the losses, each rank's parameter and gradient shards (the seed's check_sharded_parity) and
 // the gathered full parameters equal the reference's (rtol 1e-5, float32). Models from the seed: an MLP
 // stack (one unit per Linear) and NestedWrappedModule (the seed's nested units plus the root).
-#include <cmath>
-
-#include "autograd/engine.h"
-#include "autograd/ops/nn_ops.h"
-#include "autograd/variable.h"
-#include "nn/optim/sgd.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/fsdp/unit_registry.h"
-#include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
 #include "tests/mp/fsdp/fsdp_parity_util.h"
 #include "tests/mp/support/mp_test.h"
@@ -21,11 +14,6 @@ using namespace braid::mp;
 namespace fsdp = braid::parallel::fsdp;
 
 namespace {
-
-constexpr double kRtol = 1e-5;
-constexpr double kAtol = 1e-6;
-constexpr int64_t kLocalBatch = 2;
-constexpr int kSteps = 3;
 
 enum class Model { Mlp, NarrowMlp, Nested };
 
@@ -50,71 +38,16 @@ void shard(Model m, nn::Module& model, const std::shared_ptr<ProcessGroup>& grou
   fsdp::fully_shard(model, group, o);
 }
 
-struct Tolerance {
-  double rtol = kRtol;
-  double atol = kAtol;
-};
+using Tolerance = ParityTolerance;
 
 void check_parity(MpFixture& f, Model which, const fsdp::FSDPOptions& options, Tolerance tol = {}) {
-  const int ws = f.size(), r = f.rank();
-  auto group = f.shared_group();
-  auto reference = build(which, 42);
-  auto sharded = build(which, 42);
-  shard(which, *sharded, group, options);
-  nn::optim::SGD ref_opt(reference->parameters(), {.lr = 0.05});
-  nn::optim::SGD opt(sharded->parameters(), {.lr = 0.05});  // shards: the optimizer never sees a full tensor
-
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step);
-    Generator gen(1000 + static_cast<uint64_t>(step));
-    const Tensor input = rand({ws * kLocalBatch, 8}, {}, &gen);
-    const Tensor target = rand({ws * kLocalBatch, 8}, {}, &gen);
-    const Tensor ref_loss = autograd::mse_loss((*reference)(input), target);
-    autograd::backward(ref_loss);
-    const Tensor mine = input.narrow(0, r * kLocalBatch, kLocalBatch);
-    const Tensor mine_target = target.narrow(0, r * kLocalBatch, kLocalBatch);
-    const Tensor loss = autograd::mse_loss((*sharded)(mine), mine_target);
-    autograd::backward(loss);
-
-    // Losses: the mean of the ranks' local losses is the loss on the whole batch.
-    const double ref_value = ref_loss.item<double>();
-    CHECK(std::abs(average_over_ranks(group, loss.item<double>()) - ref_value) <= tol.rtol * std::abs(ref_value));
-
-    // check_sharded_parity: this rank's parameter and gradient shards are the reference's rows.
-    const auto ref_params = reference->named_parameters();
-    const auto params = sharded->named_parameters();
-    REQUIRE(ref_params.size() == params.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-      INFO(params[i].first);
-      CHECK(params[i].first == ref_params[i].first);
-      const Tensor& ref = ref_params[i].second;
-      const Tensor& p = params[i].second;
-      const bool sharded_param = options.strategy != fsdp::ShardingStrategy::NO_SHARD;
-      const Tensor want = sharded_param ? expected_shard(ref, r, ws) : ref;
-      CHECK(p.shape() == want.shape());
-      CHECK(p.dtype() == ref.dtype());
-      CHECK(allclose(p, want, tol.rtol, tol.atol));
-      const Tensor g = autograd::grad(p);
-      REQUIRE(g.defined());
-      const Tensor ref_g = autograd::grad(ref);
-      CHECK(g.dtype() == ref.dtype());
-      CHECK(allclose(g, sharded_param ? expected_shard(ref_g, r, ws) : ref_g, tol.rtol, tol.atol));
-    }
-    ref_opt.step();
-    opt.step();
-    ref_opt.zero_grad();
-    opt.zero_grad();
-
-    // The full parameters, gathered, equal the reference after the step.
-    with_full_parameters(*sharded, [&] {
-      const auto full_params = sharded->named_parameters();
-      for (size_t i = 0; i < full_params.size(); ++i) {
-        INFO(full_params[i].first);
-        CHECK(full_params[i].second.shape() == ref_params[i].second.shape());
-        CHECK(allclose(full_params[i].second.to(DType::Float32), ref_params[i].second, tol.rtol, tol.atol));
-      }
-    });
-  }
+  ParitySetup s;
+  s.reference = build(which, 42);
+  s.sharded = build(which, 42);
+  shard(which, *s.sharded, f.shared_group(), options);
+  s.params_sharded = options.strategy != fsdp::ShardingStrategy::NO_SHARD;
+  s.tol = tol;
+  check_training_parity(f, s);
 }
 
 fsdp::FSDPOptions strategy(fsdp::ShardingStrategy s, std::optional<bool> reshard = std::nullopt) {

@@ -1,9 +1,19 @@
-// Helpers the FSDP parity tests share: the shard a rank should hold, a cross-rank mean, and a look at the
-// gathered full parameters.
+// Helpers the FSDP parity tests share: the shard a rank should hold, a cross-rank mean, a look at the
+// gathered full parameters, and the training-parity check itself (check_training_parity).
 #pragma once
 
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/variable.h"
+#include "nn/optim/sgd.h"
+#include "tensor/compare.h"
+#include "tensor/random.h"
+#include "tests/mp/support/mp_test.h"
 
 #include "collectives/process_group.h"
 #include "nn/module.h"
@@ -37,6 +47,95 @@ void with_full_parameters(nn::Module& model, Check check) {
   for (auto& u : units) u->unshard();
   check();
   for (auto& u : units) u->reshard();
+}
+
+struct ParityTolerance {
+  double rtol = 1e-5;
+  double atol = 1e-6;
+};
+
+// One parity run: `reference` is the unsharded model (every rank builds the same one), `sharded` the same
+// model with its FSDP units applied. Parameters correspond by position; their names must be equal once
+// each of `prefixes_to_ignore` is removed from the sharded model's names (the seed's check_sharded_parity
+// does the same for activation-checkpoint wrappers).
+struct ParitySetup {
+  std::shared_ptr<nn::Module> reference;
+  std::shared_ptr<nn::Module> sharded;
+  bool params_sharded = true;  // false for NO_SHARD: every rank holds full parameters
+  std::vector<std::string> prefixes_to_ignore;
+  ParityTolerance tol;
+  int steps = 3;
+  int64_t local_batch = 2;
+  int64_t in_features = 8, out_features = 8;
+};
+
+inline std::string strip_prefixes(std::string name, const std::vector<std::string>& prefixes) {
+  for (const auto& prefix : prefixes) {
+    for (size_t at; (at = name.find(prefix)) != std::string::npos;) name.erase(at, prefix.size());
+  }
+  return name;
+}
+
+// FSDP against one process on the concatenated batch: each rank trains `sharded` on its slice of a global
+// batch while `reference` trains on all of it (SGD, mse loss). After every step the mean of the ranks'
+// losses equals the reference loss, each rank's parameter and gradient shards equal the reference's rows
+// (check_sharded_parity), and the gathered full parameters equal the reference's after the update.
+inline void check_training_parity(MpFixture& f, const ParitySetup& s) {
+  const int ws = f.size(), r = f.rank();
+  auto group = f.shared_group();
+  nn::optim::SGD ref_opt(s.reference->parameters(), {.lr = 0.05});
+  nn::optim::SGD opt(s.sharded->parameters(), {.lr = 0.05});  // shards: the optimizer never sees a full tensor
+  const auto ref_params = s.reference->named_parameters();
+
+  for (int step = 0; step < s.steps; ++step) {
+    INFO("step " << step);
+    Generator gen(1000 + static_cast<uint64_t>(step));
+    const Tensor input = rand({ws * s.local_batch, s.in_features}, {}, &gen);
+    const Tensor target = rand({ws * s.local_batch, s.out_features}, {}, &gen);
+    const Tensor ref_loss = autograd::mse_loss((*s.reference)(input), target);
+    autograd::backward(ref_loss);
+    const Tensor mine = input.narrow(0, r * s.local_batch, s.local_batch);
+    const Tensor mine_target = target.narrow(0, r * s.local_batch, s.local_batch);
+    const Tensor loss = autograd::mse_loss((*s.sharded)(mine), mine_target);
+    autograd::backward(loss);
+
+    // Losses: the mean of the ranks' local losses is the loss on the whole batch.
+    const double ref_value = ref_loss.item<double>();
+    CHECK(std::abs(average_over_ranks(group, loss.item<double>()) - ref_value) <= s.tol.rtol * std::abs(ref_value));
+
+    // check_sharded_parity: this rank's parameter and gradient shards are the reference's rows.
+    const auto params = s.sharded->named_parameters();
+    REQUIRE(ref_params.size() == params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      INFO(params[i].first);
+      CHECK(strip_prefixes(params[i].first, s.prefixes_to_ignore) == ref_params[i].first);
+      const Tensor& ref = ref_params[i].second;
+      const Tensor& p = params[i].second;
+      const Tensor want = s.params_sharded ? expected_shard(ref, r, ws) : ref;
+      CHECK(p.shape() == want.shape());
+      CHECK(p.dtype() == ref.dtype());
+      CHECK(allclose(p, want, s.tol.rtol, s.tol.atol));
+      const Tensor g = autograd::grad(p);
+      REQUIRE(g.defined());
+      const Tensor ref_g = autograd::grad(ref);
+      CHECK(g.dtype() == ref.dtype());
+      CHECK(allclose(g, s.params_sharded ? expected_shard(ref_g, r, ws) : ref_g, s.tol.rtol, s.tol.atol));
+    }
+    ref_opt.step();
+    opt.step();
+    ref_opt.zero_grad();
+    opt.zero_grad();
+
+    // The full parameters, gathered, equal the reference after the step.
+    with_full_parameters(*s.sharded, [&] {
+      const auto full_params = s.sharded->named_parameters();
+      for (size_t i = 0; i < full_params.size(); ++i) {
+        INFO(full_params[i].first);
+        CHECK(full_params[i].second.shape() == ref_params[i].second.shape());
+        CHECK(allclose(full_params[i].second.to(DType::Float32), ref_params[i].second, s.tol.rtol, s.tol.atol));
+      }
+    });
+  }
 }
 
 }  // namespace braid::mp

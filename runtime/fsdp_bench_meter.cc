@@ -1,0 +1,91 @@
+#include "runtime/fsdp_bench_meter.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "autograd/variable.h"
+#include "parallel/fsdp/fsdp_unit.h"
+#include "parallel/fsdp/unit_registry.h"
+
+namespace braid::runtime {
+namespace {
+
+namespace fsdp = parallel::fsdp;
+
+int64_t bytes(const Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
+
+// What a unit holds besides its parameter handles: the shards kept aside while gathered, or the
+// gathered storage an issued all-gather is filling.
+int64_t unit_extra_bytes(const fsdp::FSDPUnit& unit) {
+  if (!unit.is_sharded() || unit.managed_parameters().empty()) return 0;
+  const int64_t elem = static_cast<int64_t>(element_size(unit.managed_parameters().front().second.dtype()));
+  const int rank = unit.group()->rank();
+  if (unit.is_unsharded()) {
+    int64_t shards = 0;
+    for (size_t i = 0; i < unit.managed_parameters().size(); ++i) {
+      shards += unit.layout().param(i).shard_rows(rank) * unit.layout().param(i).row_numel * elem;
+    }
+    return shards;
+  }
+  return unit.is_unshard_pending() ? unit.layout().unsharded_numel() * elem : 0;
+}
+
+// A unit's backward: its full gradients arrive while its parameters are gathered; its node then reshards
+// before taking the reduce-scatter input, which only adds where its padding makes it larger than them.
+int64_t unit_backward_bytes(const fsdp::FSDPUnit& unit) {
+  int64_t full = 0;
+  for (size_t i = 0; i < unit.managed_parameters().size(); ++i) {
+    int64_t numel = 1;
+    for (int64_t d : unit.layout().param(i).full_shape) numel *= d;
+    full += numel * static_cast<int64_t>(element_size(unit.managed_parameters()[i].second.dtype()));
+  }
+  if (!unit.is_sharded() || unit.managed_parameters().empty()) return full;
+  const int64_t elem = static_cast<int64_t>(element_size(unit.managed_parameters().front().second.dtype()));
+  return full + std::max<int64_t>(0, unit.layout().unsharded_numel() * elem - full);
+}
+
+}  // namespace
+
+StateMeter::StateMeter(nn::Module& model) : model_(model) {
+  for (auto& [path, m] : model.named_modules()) {
+    auto unit = fsdp::unit_of_module(*m);
+    if (unit == nullptr || unit->managed_parameters().empty()) continue;
+    // Registered after fully_shard's hooks, so these run after FSDP's own: the unit is gathered.
+    m->add_forward_pre_hook([this](nn::Module&, nn::TensorList&) { sample(0); });
+    const int64_t in_backward = unit_backward_bytes(*unit);
+    m->add_forward_hook([this, in_backward](nn::Module&, const nn::TensorList&, nn::TensorList& outputs) {
+      for (const Tensor& out : outputs) {
+        if (!out.defined() || !autograd::requires_grad(out)) continue;
+        autograd::register_hook(out, [this, in_backward](const Tensor&) {
+          sample(in_backward);
+          return Tensor();
+        });
+        break;  // one sample per backward of the unit
+      }
+    });
+  }
+}
+
+void StateMeter::after_step(const nn::optim::Optimizer& optimizer) {
+  optimizer_bytes_ = 0;
+  for (const auto& [index, state] : optimizer.state_dict().state) {
+    for (const auto& [name, t] : state) optimizer_bytes_ += bytes(t);
+  }
+  step_bytes_ = sample(0);
+}
+
+int64_t StateMeter::sample(int64_t in_flight) {
+  int64_t total = in_flight + optimizer_bytes_;
+  std::unordered_set<const TensorImpl*> seen;
+  for (const Tensor& p : model_.parameters()) {
+    if (!seen.insert(p.unsafe_impl()).second) continue;
+    total += bytes(p) + bytes(autograd::grad(p));
+  }
+  for (auto& [path, m] : model_.named_modules()) {
+    if (auto unit = fsdp::unit_of_module(*m)) total += unit_extra_bytes(*unit);
+  }
+  peak_ = std::max(peak_, total);
+  return total;
+}
+
+}  // namespace braid::runtime

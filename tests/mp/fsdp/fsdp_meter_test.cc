@@ -1,0 +1,66 @@
+// The accounting behind `braid bench fsdp`'s memory columns (runtime/fsdp_bench_meter.h), worked out by
+// hand for three Linear(16, 16) units with Adam: unsharded, the state is 4 P (parameters, gradients, two
+// Adam tensors); under FULL_SHARD on W ranks it is 4 P / W at the optimizer step, and the peak comes in the
+// backward of the first Linear, when its gathered parameters and their full gradients are there besides
+// the other units' gradient shards.
+#include <memory>
+
+#include "autograd/engine.h"
+#include "autograd/ops/nn_ops.h"
+#include "nn/container.h"
+#include "nn/optim/adam.h"
+#include "parallel/fsdp/fully_shard.h"
+#include "runtime/fsdp_bench_meter.h"
+#include "tensor/factory.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+namespace fsdp = braid::parallel::fsdp;
+
+namespace {
+
+constexpr int64_t kUnit = (16 * 16 + 16) * 4;  // one Linear(16, 16), float32
+constexpr int64_t kModel = 3 * kUnit;
+constexpr int64_t kSteps = 6 * 4;  // Adam's "step" of each of the six parameters: a 0-dim float32 tensor
+
+// Two Adam steps (the first creates the state), the peak of the second.
+runtime::StateMeter& train(runtime::StateMeter& meter, nn::Module& model) {
+  nn::optim::Adam opt(model.parameters());
+  const Tensor x = ones({4, 16});
+  for (int step = 0; step < 2; ++step) {
+    if (step == 1) meter.reset_peak();
+    autograd::backward(autograd::mse_loss(model(x), zeros({4, 16})));
+    opt.step();
+    meter.after_step(opt);
+    opt.zero_grad();
+  }
+  return meter;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "fsdp bench meter: parameters, gradients and optimizer state by hand", "[fsdp]") {
+  const int64_t w = size();
+  REQUIRE(16 % w == 0);  // no padding: a shard is exactly 1 / W of its parameter
+  Generator gen(3);
+  SECTION("unsharded") {
+    nn::MLP model({16, 16, 16, 16}, true, &gen);
+    runtime::StateMeter meter(model);
+    train(meter, model);
+    CHECK(meter.optimizer_bytes() == 2 * kModel + kSteps);
+    CHECK(meter.step_bytes() == 4 * kModel + kSteps);
+    CHECK(meter.peak_bytes() == 4 * kModel + kSteps);
+  }
+  SECTION("FULL_SHARD") {
+    nn::MLP model({16, 16, 16, 16}, true, &gen);
+    fsdp::apply_fully_shard(model, shared_group(), {}, fsdp::module_type_policy({"Linear"}));
+    runtime::StateMeter meter(model);
+    train(meter, model);
+    CHECK(meter.optimizer_bytes() == 2 * kModel / w + kSteps);
+    CHECK(meter.step_bytes() == 4 * kModel / w + kSteps);
+    // First Linear's backward: parameter shards, its full parameters, two units' gradient shards, Adam,
+    // and its full gradients.
+    CHECK(meter.peak_bytes() == kModel / w + kUnit + 2 * kUnit / w + 2 * kModel / w + kSteps + kUnit);
+  }
+}
