@@ -24,7 +24,7 @@ namespace {
 constexpr int64_t kLocalBatch = 2;
 
 // p -= 0.5 * grad; grad = None.
-void sgd_step(nn::Module& m) {
+void half_sgd_step(nn::Module& m) {
   autograd::NoGradGuard no_grad;
   for (const auto& p : m.parameters()) {
     const Tensor g = autograd::grad(p);
@@ -77,8 +77,8 @@ TEST_CASE_METHOD(MpFixture, "ddp: param_dtype float64 on a float32 model equals 
       CHECK(g.dtype() == DType::Float32);
       CHECK(allclose(g, autograd::grad(want[i].second).to(DType::Float32), 1e-5, 1e-7));
     }
-    sgd_step(*reference);
-    sgd_step(*local);
+    half_sgd_step(*reference);
+    half_sgd_step(*local);
     for (size_t i = 0; i < want.size(); ++i) {
       CHECK(allclose(got[i].second, want[i].second.to(DType::Float32), 1e-6, 1e-7));
     }
