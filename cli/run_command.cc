@@ -22,6 +22,23 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   run->add_option("--dump-grads", options.dump_grads,
                   "Write each trainer's gradients of every step and micro-batch to FILE as JSON lines");
   run->add_option("--set", options.sets, "Override a job-file key, e.g. --set optimizer.lr=0.1 (repeatable)");
+  run->footer(
+      "Examples:\n"
+      "  mpirun -np 6 --oversubscribe braid run examples/hybrid/train.yaml\n"
+      "      seed 000's hybrid model: 4 trainers with DDP, a worker holding the remote parts, a master\n"
+      "  braid launch -n 4 -- braid run examples/digits/job.yaml\n"
+      "      the digits classifier without MPI: 4 trainers on this machine (env:// rendezvous)\n"
+      "  srun --mpi=pmix -n 4 braid run examples/fsdp/job.yaml     under Slurm (deploy/slurm/)\n"
+      "  mpirun -np 6 --oversubscribe braid run examples/hybrid/job.yaml --steps 3 \\\n"
+      "      --set optimizer.kind=none --set ddp.mode=inside --dump-grads grads.jsonl\n"
+      "      seed 000 exactly, with each trainer's gradients written per step\n"
+      "  braid run job.yaml --set checkpoint.dir=ckpt --set checkpoint.interval=100   (then --resume)\n"
+      "\n"
+      "While it runs: one progress line per log.interval steps (step, epoch, loss, samples/s, ETA),\n"
+      "log.metrics as JSON lines, `braid status job.yaml` for every rank's state. SIGTERM or SIGUSR1 to\n"
+      "any rank (or to mpirun / braid launch): checkpoint and stop cleanly. A rank that dies ends the job\n"
+      "within failure.timeout_s, naming the rank and its role. Exit codes: 0 done or stopped on a signal,\n"
+      "1 a failure, 2 a bad job file or command line.");
   return run;
 }
 

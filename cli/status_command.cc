@@ -18,6 +18,13 @@ CLI::App* add_status_command(CLI::App& app, StatusOptions& options) {
   status->add_option("--addr", options.addr, "The driver's HOST:PORT instead of a job file");
   status->add_flag("--json", options.json, "Print the status as one JSON object");
   status->add_option("--timeout", options.timeout_s, "Seconds to wait for the answer")->capture_default_str();
+  status->footer(
+      "Examples:\n"
+      "  braid status examples/digits/job.yaml      the job's driver, found through the job's status_file\n"
+      "  braid status --addr 127.0.0.1:41234 --json  a driver by address, as JSON\n"
+      "\n"
+      "It prints each rank's role, state (serving, training, stopped), step and seconds since its last\n"
+      "heartbeat. Exit 1 when no driver answers within --timeout.");
   return status;
 }
 
