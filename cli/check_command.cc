@@ -76,7 +76,7 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
 int run_check_command(const CheckOptions& options) {
   try {
     runtime::JobSpec job = runtime::parse_job_file(options.job_file);
-    for (const std::string& assignment : options.overrides) runtime::apply_override(job, assignment);
+    runtime::apply_overrides(job, options.overrides);
     runtime::validate_job_model(job);
     if (options.world_size > 0) runtime::check_world_size(job, options.world_size);
     const std::string text = options.print ? runtime::to_json(job).dump(2) + "\n" : summary(options, job);

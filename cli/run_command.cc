@@ -44,8 +44,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
 
 int run_run_command(const RunOptions& options, const runtime::LaunchEnv& env) {
   runtime::JobSpec job = runtime::parse_job_file(options.job_file);
-  for (const std::string& s : options.sets) runtime::apply_override(job, s);
-  if (options.steps > 0) runtime::apply_override(job, fmt::format("train.steps={}", options.steps));
+  std::vector<std::string> overrides = options.sets;
+  if (options.steps > 0) overrides.push_back(fmt::format("train.steps={}", options.steps));
+  runtime::apply_overrides(job, overrides);
   // The job's level, unless the command line or the environment chose; the RPC transport's lines about
   // connections opening and closing (every rank's, at the end of every job) only from warn up.
   if (!options.levels_given) logging::set_levels(job.log.level + (job.log.level == "info" ? ",braid.rpc=warn" : ""));

@@ -191,6 +191,7 @@ json to_json(const JobSpec& job) {
   j["fsdp"] = {{"enabled", job.fsdp.enabled},
                {"sharding_strategy", to_string(job.fsdp.sharding_strategy)},
                {"wrap", job.fsdp.wrap},
+               {"shard_group_size", job.fsdp.shard_group_size},
                {"param_dtype", optional_json(job.fsdp.param_dtype)},
                {"reduce_dtype", optional_json(job.fsdp.reduce_dtype)}};
   j["train"] = {{"epochs", job.train.epochs},
@@ -207,32 +208,68 @@ json to_json(const JobSpec& job) {
   return j;
 }
 
-void apply_override(JobSpec& job, const std::string& assignment) {
-  auto reject = [&](const std::string& reason) -> void {
-    throw InvalidArgument(fmt::format("--set {}: {}", assignment, reason));
-  };
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    reject("expected KEY=VALUE with a dotted key, e.g. optimizer.lr=0.1 or roles.trainers=[0,1]");
-  }
-  const std::string key = assignment.substr(0, eq);
+namespace {
+
+struct Assignment {
+  std::string text;  // "KEY=VALUE" as given
+  std::string key;
   json value;
-  try {
-    value = job_detail::parse_yaml(assignment.substr(eq + 1), "value").value;
-  } catch (const InvalidArgument& e) {
-    reject(fmt::format("{}: the value is not valid YAML ({})", key, e.what()));
+};
+
+[[noreturn]] void reject(const std::string& assignments, const std::string& reason) {
+  throw InvalidArgument(fmt::format("--set {}: {}", assignments, reason));
+}
+
+Assignment split_assignment(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    reject(text, "expected KEY=VALUE with a dotted key, e.g. optimizer.lr=0.1 or roles.trainers=[0,1]");
   }
+  Assignment a{text, text.substr(0, eq), {}};
+  try {
+    a.value = job_detail::parse_yaml(text.substr(eq + 1), "value").value;
+  } catch (const InvalidArgument& e) {
+    reject(text, fmt::format("{}: the value is not valid YAML ({})", a.key, e.what()));
+  }
+  return a;
+}
+
+// The assignment an error of `key` is about: the one that set that key, or one of its sections or keys
+// inside it; else every assignment (a check across keys, such as fsdp.enabled against ddp.mode).
+std::string blame(const std::vector<Assignment>& all, const std::string& key) {
+  for (const Assignment& a : all) {
+    if (a.key == key || key.rfind(a.key + ".", 0) == 0 || a.key.rfind(key + ".", 0) == 0) return a.text;
+  }
+  std::string joined;
+  for (const Assignment& a : all) joined += (joined.empty() ? "" : " --set ") + a.text;
+  return joined;
+}
+
+}  // namespace
+
+void apply_overrides(JobSpec& job, const std::vector<std::string>& assignments) {
+  if (assignments.empty()) return;
+  std::vector<Assignment> all;
+  for (const std::string& text : assignments) all.push_back(split_assignment(text));
   try {
     json tree = to_json(job);
     // A derived status file follows a new name; one the job set stays.
     const bool default_status =
         job.status_file == (job_dir(job) / (".braid-status-" + job.name)).lexically_normal().string();
-    find_slot(tree, key) = value;
-    if (key == "name" && default_status) tree.erase("status_file");
+    for (const Assignment& a : all) {
+      try {
+        find_slot(tree, a.key) = a.value;
+      } catch (const job_detail::JobError& e) {
+        reject(a.text, e.key.empty() ? e.what() : fmt::format("{}: {}", e.key, e.what()));
+      }
+      if (a.key == "name" && default_status) tree.erase("status_file");
+    }
     job = job_detail::parse_tree(tree, job.file, job_dir(job).string());
   } catch (const job_detail::JobError& e) {
-    reject(e.key.empty() ? e.what() : fmt::format("{}: {}", e.key, e.what()));
+    reject(blame(all, e.key), e.key.empty() ? e.what() : fmt::format("{}: {}", e.key, e.what()));
   }
 }
+
+void apply_override(JobSpec& job, const std::string& assignment) { apply_overrides(job, {assignment}); }
 
 }  // namespace braid::runtime

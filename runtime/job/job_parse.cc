@@ -71,6 +71,7 @@ class Parser {
                                        "set ddp.mode: none (it is '{}')",
                                        to_string(job.ddp.mode)));
     }
+    check_shard_groups(job);
     checkpoint(top.raw("checkpoint"), job.checkpoint);
     log(top.raw("log"), job.log);
     failure(top.raw("failure"), job.failure);
@@ -234,14 +235,33 @@ class Parser {
     f.read("static_graph", out.static_graph);
   }
 
+  // hybrid_shard's groups must tile the trainers; other strategies have none.
+  void check_shard_groups(const JobSpec& job) {
+    const int size = job.fsdp.shard_group_size;
+    const auto trainers = static_cast<int>(job.roles.trainers.size());
+    if (job.fsdp.sharding_strategy != ShardingStrategy::HybridShard) {
+      if (size != 0) {
+        fail("fsdp.shard_group_size", fmt::format("only hybrid_shard has shard groups (the strategy is '{}'); "
+                                                  "leave it out", to_string(job.fsdp.sharding_strategy)));
+      }
+      return;
+    }
+    if (size < 1 || trainers % size != 0) {
+      fail("fsdp.shard_group_size",
+           fmt::format("hybrid_shard needs the trainers per shard group, dividing the {} trainers (e.g. the "
+                       "trainers of one node), got {}", trainers, size));
+    }
+  }
+
   void fsdp(const json& value, FsdpSpec& out) {
-    Fields f(value, "fsdp", {"enabled", "sharding_strategy", "wrap", "param_dtype", "reduce_dtype"});
+    Fields f(value, "fsdp", {"enabled", "sharding_strategy", "wrap", "param_dtype", "reduce_dtype", "shard_group_size"});
     f.read("enabled", out.enabled);
     f.read_enum<ShardingStrategy>("sharding_strategy", out.sharding_strategy,
                                   {{"full_shard", ShardingStrategy::FullShard},
                                    {"shard_grad_op", ShardingStrategy::ShardGradOp},
                                    {"no_shard", ShardingStrategy::NoShard},
                                    {"hybrid_shard", ShardingStrategy::HybridShard}});
+    f.read("shard_group_size", out.shard_group_size, 0);
     if (f.has("wrap")) {
       const json& wrap = f.raw("wrap");
       if (!wrap.is_array())

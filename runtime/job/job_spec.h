@@ -110,6 +110,10 @@ struct FsdpSpec {
   bool enabled = false;  // exclusive with ddp.mode inside/outside
   ShardingStrategy sharding_strategy = ShardingStrategy::FullShard;
   std::vector<std::string> wrap;  // child module names (dotted) that become their own FSDP units
+  // hybrid_shard: trainers per shard group, consecutive in roles.trainers (e.g. the trainers of one node);
+  // the trainers at the same place in each group replicate each other. Required there, dividing the
+  // trainer count; 0 elsewhere.
+  int shard_group_size = 0;
   std::optional<std::string> param_dtype;   // "float16" | "bfloat16" | "float32"
   std::optional<std::string> reduce_dtype;
 };
@@ -167,6 +171,10 @@ JobSpec parse_job_text(const std::string& yaml, const std::string& origin, const
 // Applies one "KEY=VALUE" (dotted key, YAML value: `optimizer.lr=0.1`, `roles.trainers=[0,1]`), then
 // re-validates the whole job. Throws InvalidArgument "--set KEY=VALUE: <reason>" and leaves `job` unchanged.
 void apply_override(JobSpec& job, const std::string& assignment);
+// Several overrides at once, validated together after the last, so that keys that depend on each other
+// can change together (`fsdp.sharding_strategy=hybrid_shard` with `fsdp.shard_group_size=2`). An error
+// names the assignment it is about (every one, for a check across keys); `job` is unchanged on error.
+void apply_overrides(JobSpec& job, const std::vector<std::string>& assignments);
 
 // InvalidArgument when the roles do not name exactly ranks 0..world_size-1.
 void check_world_size(const JobSpec& job, int world_size);

@@ -1,5 +1,6 @@
 #include "runtime/run/job_runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -23,10 +24,40 @@ constexpr int kRpcThreads = 16;
 
 std::mutex g_mu;
 std::shared_ptr<collectives::ProcessGroup> g_trainers;  // GUARDED_BY(g_mu)
+HybridShardGroups g_hybrid;                             // GUARDED_BY(g_mu)
 
 void set_process_trainers_group(std::shared_ptr<collectives::ProcessGroup> group) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_trainers = std::move(group);
+}
+
+void set_process_hybrid_shard_groups(HybridShardGroups groups) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_hybrid = std::move(groups);
+}
+
+// hybrid_shard over trainers t0..tn-1 with shard groups of s: shard groups are the consecutive blocks
+// {t0..ts-1}, {ts..t2s-1}, ...; replicate group i holds the i-th trainer of every block. new_group is
+// collective over the default group, so every rank makes all of them, in this order, and keeps its own.
+HybridShardGroups make_hybrid_shard_groups(const JobSpec& job, int rank) {
+  HybridShardGroups mine;
+  if (!job.fsdp.enabled || job.fsdp.sharding_strategy != ShardingStrategy::HybridShard) return mine;
+  const std::vector<int>& t = job.roles.trainers;
+  const auto s = static_cast<size_t>(job.fsdp.shard_group_size);
+  const size_t blocks = t.size() / s;
+  for (size_t b = 0; b < blocks; ++b) {
+    const std::vector<int> ranks(t.begin() + static_cast<std::ptrdiff_t>(b * s),
+                                 t.begin() + static_cast<std::ptrdiff_t>((b + 1) * s));
+    auto g = collectives::new_group(ranks);
+    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) mine.shard = std::move(g);
+  }
+  for (size_t i = 0; i < s; ++i) {
+    std::vector<int> ranks;
+    for (size_t b = 0; b < blocks; ++b) ranks.push_back(t[b * s + i]);
+    auto g = collectives::new_group(ranks);
+    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) mine.replicate = std::move(g);
+  }
+  return mine;
 }
 
 }  // namespace
@@ -34,6 +65,11 @@ void set_process_trainers_group(std::shared_ptr<collectives::ProcessGroup> group
 std::shared_ptr<collectives::ProcessGroup> process_trainers_group() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_trainers;
+}
+
+HybridShardGroups process_hybrid_shard_groups() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_hybrid;
 }
 
 JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
@@ -68,6 +104,7 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   collectives::init_process_group(to_string(job.backend), init);
   trainers_ = collectives::new_group(job.roles.trainers);
   set_process_trainers_group(trainers_);
+  set_process_hybrid_shard_groups(make_hybrid_shard_groups(job, rank_));
 
   rpc::RpcBackendOptions o;
   o.store = store_;
@@ -95,6 +132,7 @@ JobRuntime::~JobRuntime() {
     logging::get("braid.run")->warn("shutting down RPC: {}", e.what());
   }
   set_process_trainers_group(nullptr);
+  set_process_hybrid_shard_groups({});
   trainers_.reset();
   try {
     if (collectives::is_initialized()) collectives::destroy_process_group();

@@ -3,7 +3,8 @@
 //   1. the job's store: from MPI under mpirun (unless MASTER_ADDR says otherwise), else env://
 //      (MASTER_ADDR/MASTER_PORT; `braid launch` and Slurm jobs set them);
 //   2. the default process group over every rank, with the job's backend;
-//   3. the trainers' group (collectives::new_group(trainers), made by every rank in the same order);
+//   3. the trainers' group (collectives::new_group(trainers), made by every rank in the same order), and for
+//      FSDP's hybrid_shard the shard and replicate groups of fsdp.shard_group_size;
 //   4. the RPC agent, this process being "worker<rank>" (roles.h), over the job's transport.
 // The destructor shuts RPC down (gracefully only when shutdown(true) was asked for: a failed job must not
 // wait for peers that are gone), then destroys the groups.
@@ -15,6 +16,7 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/launch_env.h"
 #include "runtime/run/roles.h"
+#include "runtime/run/train_options.h"
 
 namespace braid::store {
 class Store;
@@ -25,6 +27,8 @@ namespace braid::runtime {
 // The trainers' group of this process's JobRuntime (null when none runs): for objects that RPC creates
 // here, such as the Trainer. Set before the RPC agent starts.
 std::shared_ptr<collectives::ProcessGroup> process_trainers_group();
+// The hybrid_shard groups of this process's trainer (both null unless the job shards with hybrid_shard).
+HybridShardGroups process_hybrid_shard_groups();
 
 class JobRuntime {
  public:

@@ -38,13 +38,17 @@ std::optional<DType> dtype_of(const std::optional<std::string>& name, const char
 
 }  // namespace
 
-void apply_fsdp(nn::Module& model, const FsdpSpec& fsdp, std::shared_ptr<collectives::ProcessGroup> group) {
-  // HYBRID_SHARD needs a replicate group the job file cannot describe yet: every trainer is one shard group.
-  BRAID_CHECK_ARG(fsdp.sharding_strategy != ShardingStrategy::HybridShard,
-                  "fsdp.sharding_strategy: hybrid_shard needs replicate groups, which braid run does not make; use "
-                  "full_shard, shard_grad_op or no_shard");
+void apply_fsdp(nn::Module& model, const FsdpSpec& fsdp, std::shared_ptr<collectives::ProcessGroup> group,
+                const HybridShardGroups& hybrid) {
   parallel::fsdp::FSDPOptions o;
   o.strategy = strategy_of(fsdp.sharding_strategy);
+  if (fsdp.sharding_strategy == ShardingStrategy::HybridShard) {
+    BRAID_CHECK_ARG(hybrid.shard && hybrid.replicate,
+                    "fsdp.sharding_strategy: hybrid_shard without its shard and replicate groups (internal: "
+                    "JobRuntime makes them when fsdp.shard_group_size is set)");
+    group = hybrid.shard;
+    o.replicate_group = hybrid.replicate;
+  }
   o.mixed_precision.param_dtype = dtype_of(fsdp.param_dtype, "fsdp.param_dtype");
   o.mixed_precision.reduce_dtype = dtype_of(fsdp.reduce_dtype, "fsdp.reduce_dtype");
   for (const std::string& path : fsdp.wrap) {

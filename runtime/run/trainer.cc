@@ -15,6 +15,7 @@
 #include "rpc/api.h"
 #include "runtime/models/loss.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/roles.h"
 #include "runtime/run/train_options.h"
@@ -84,7 +85,7 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   if (use_ddp && job.ddp.mode == DdpMode::Outside) {
     ddp_ = std::make_shared<parallel::DistributedDataParallel>(model_, ddp_options);
   }
-  if (job.fsdp.enabled) apply_fsdp(*model_, job.fsdp, group_);
+  if (job.fsdp.enabled) apply_fsdp(*model_, job.fsdp, group_, process_hybrid_shard_groups());
 
   optimizer_ = make_local_optimizer(job.optimizer, named_params());
   if (!remote_.empty() && job.optimizer.kind != OptimizerKind::None) {

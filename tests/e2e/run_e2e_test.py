@@ -12,7 +12,7 @@ Cases:
   driver_dies      kill -9 of the driver of an env:// job: the other ranks' watchdogs end them within the bound
   status           `braid status` while a job runs: ranks, roles, state and step
   examples         seed 000 and the digits job under braid launch (stated accuracy), the FSDP job under mpirun,
-                   then digits under mpirun and FSDP under braid launch (shorter)
+                   then digits under mpirun and FSDP under braid launch (shorter), FSDP hybrid_shard = full_shard
   errors           a bad job file, a bad --set, the wrong process count, no launcher: clear errors, nothing runs
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import glob
@@ -412,6 +412,18 @@ def case_examples(braid, mpiexec, tmp):
     losses = [m["loss"] for m in read_dump(metrics) if "loss" in m] if os.path.exists(metrics) else []
     expect(f"fsdp job under braid launch: 16 steps, loss falls" + (f" {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""),
            r.returncode == 0 and len(losses) == 16 and losses[-1] < losses[0], r)
+    # hybrid_shard (shard groups of 2, replicated across the 2 groups) averages the same gradients as full_shard.
+    runs = {}
+    for label, sets in (("full_shard", ["--set", "fsdp.sharding_strategy=full_shard"]),
+                        ("hybrid_shard", ["--set", "fsdp.sharding_strategy=hybrid_shard", "--set", "fsdp.shard_group_size=2"])):
+        metrics = os.path.join(tmp, f"fsdp-{label}.jsonl")
+        r = run(mpirun(mpiexec, braid, 4, [os.path.join(ROOT, "examples", "fsdp", "job.yaml"), "--steps", "8",
+                                           "--set", f"log.metrics={metrics}"] + sets), timeout=200)
+        expect(f"fsdp job with {label}: exit 0", r.returncode == 0, r)
+        runs[label] = [m["loss"] for m in read_dump(metrics) if "loss" in m] if os.path.exists(metrics) else []
+    a, b = runs["full_shard"], runs["hybrid_shard"]
+    expect(f"hybrid_shard's losses equal full_shard's over 8 steps (last {b[-1] if b else '?'} vs {a[-1] if a else '?'})",
+           len(a) == 8 and len(b) == 8 and all(abs(x - y) <= 1e-5 * max(1.0, abs(x)) for x, y in zip(a, b)))
 
 
 def main():

@@ -344,3 +344,29 @@ TEST_CASE("enum names are the job file's words", "[job]") {
   CHECK(to_string(DataKind::Seed000) == "seed000");
   CHECK(to_string(ShardingStrategy::HybridShard) == "hybrid_shard");
 }
+
+TEST_CASE("several overrides are checked together, and an error names the one it is about", "[job]") {
+  const JobSpec original = parse_job_text(
+      "roles: {trainers: 4}\nmodel: {kind: mlp}\nddp: {mode: none}\nfsdp: {enabled: true}\n", "fsdp.yaml", "/jobs");
+  // One at a time, hybrid_shard without its group size is refused, and the size without hybrid_shard too.
+  JobSpec job = original;
+  CHECK_THROWS_WITH(apply_override(job, "fsdp.sharding_strategy=hybrid_shard"),
+                    Contains("--set fsdp.sharding_strategy=hybrid_shard: fsdp.shard_group_size: hybrid_shard needs"));
+  CHECK(job.fsdp.sharding_strategy == ShardingStrategy::FullShard);
+  // Together they are one consistent change.
+  apply_overrides(job, {"fsdp.sharding_strategy=hybrid_shard", "fsdp.shard_group_size=2", "train.steps=5"});
+  CHECK(job.fsdp.sharding_strategy == ShardingStrategy::HybridShard);
+  CHECK(job.fsdp.shard_group_size == 2);
+  CHECK(job.train.steps == 5);
+  // A bad value among several: the error names that assignment, and nothing changes.
+  JobSpec unchanged = original;
+  CHECK_THROWS_WITH(apply_overrides(unchanged, {"train.steps=5", "train.batch_size=0"}),
+                    Contains("--set train.batch_size=0: train.batch_size: must be >= 1, got 0"));
+  CHECK(unchanged.train.steps == original.train.steps);
+  // A size that does not divide the trainers.
+  CHECK_THROWS_WITH(apply_overrides(unchanged, {"fsdp.sharding_strategy=hybrid_shard", "fsdp.shard_group_size=3"}),
+                    Contains("dividing the 4 trainers") && Contains("got 3"));
+  // An unknown key among several is named alone.
+  CHECK_THROWS_WITH(apply_overrides(unchanged, {"train.steps=5", "train.stepz=1"}),
+                    Contains("--set train.stepz=1: train.stepz: unknown key"));
+}
