@@ -24,7 +24,8 @@ CLI::App* add_status_command(CLI::App& app, StatusOptions& options) {
       "  braid status --addr 127.0.0.1:41234 --json  a driver by address, as JSON\n"
       "\n"
       "It prints each rank's role, state (serving, training, stopped), step and seconds since its last\n"
-      "heartbeat. Exit 1 when no driver answers within --timeout.");
+      "heartbeat. Exit 1 when the driver does not answer within --timeout, 2 when the job has no status file\n"
+      "(it is not running, or another status_file was set).");
   return status;
 }
 
