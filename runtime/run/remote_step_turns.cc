@@ -32,7 +32,7 @@ int RemoteStepTurns::participants(int microbatch) const {
   return n;
 }
 
-void RemoteStepTurns::advance(Round& round, int microbatch) {
+void RemoteStepTurns::advance(Round& round, int microbatch, std::vector<Future<Value>>& due) {
   const int n = participants(microbatch);
   if (n < 0 || static_cast<int>(round.arrived.size()) < n) return;
   // Everyone is here: the first participant (in trainer order) that has not stepped yet may go.
@@ -42,44 +42,60 @@ void RemoteStepTurns::advance(Round& round, int microbatch) {
     if (std::find(round.stepped.begin(), round.stepped.end(), t) != round.stepped.end()) continue;
     auto it = round.waiting.find(t);
     if (it != round.waiting.end()) {
-      Future<Value> f = it->second;
+      due.push_back(it->second);
       round.waiting.erase(it);
-      f.set_value(Value());
     }
     break;  // the next one goes after this one's done()
   }
   if (static_cast<int>(round.stepped.size()) == n) {
-    for (auto& f : round.finishing) f.set_value(Value());
+    for (auto& f : round.finishing) due.push_back(f);
     round.finishing.clear();
   }
 }
 
+namespace {
+
+// Outside mu_ (see advance()).
+void complete_all(const std::vector<Future<Value>>& due) {
+  for (const auto& f : due) f.set_value(Value());
+}
+
+}  // namespace
+
 Future<Value> RemoteStepTurns::request(int64_t step, int microbatch, int trainer, int num_microbatches) {
-  std::lock_guard<std::mutex> lock(mu_);
-  BRAID_CHECK_ARG(trainer >= 0 && trainer < num_trainers_, "braid.turn: trainer {} of {}", trainer, num_trainers_);
-  if (step != step_) {  // the first request of a new step: the previous step is over everywhere
-    step_ = step;
-    std::fill(counts_.begin(), counts_.end(), 0);
-    rounds_.clear();
-  }
-  counts_[static_cast<size_t>(trainer)] = num_microbatches;
   Future<Value> turn("remote step turn");
-  Round& round = rounds_[microbatch];
-  round.waiting.emplace(trainer, turn);
-  round.arrived.push_back(trainer);
-  // A new count may complete the participant list of every round of this step.
-  for (auto& [m, r] : rounds_) advance(r, m);
+  std::vector<Future<Value>> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_CHECK_ARG(trainer >= 0 && trainer < num_trainers_, "braid.turn: trainer {} of {}", trainer, num_trainers_);
+    if (step != step_) {  // the first request of a new step: the previous step is over everywhere
+      step_ = step;
+      std::fill(counts_.begin(), counts_.end(), 0);
+      rounds_.clear();
+    }
+    counts_[static_cast<size_t>(trainer)] = num_microbatches;
+    Round& round = rounds_[microbatch];
+    round.waiting.emplace(trainer, turn);
+    round.arrived.push_back(trainer);
+    // A new count may complete the participant list of every round of this step.
+    for (auto& [m, r] : rounds_) advance(r, m, due);
+  }
+  complete_all(due);
   return turn;
 }
 
 Future<Value> RemoteStepTurns::done(int64_t step, int microbatch, int trainer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  BRAID_CHECK_ARG(step == step_, "braid.turn_done: step {} while step {} is running", step, step_);
   Future<Value> finished("remote steps of a micro-batch");
-  Round& round = rounds_[microbatch];
-  round.stepped.push_back(trainer);
-  round.finishing.push_back(finished);
-  advance(round, microbatch);
+  std::vector<Future<Value>> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_CHECK_ARG(step == step_, "braid.turn_done: step {} while step {} is running", step, step_);
+    Round& round = rounds_[microbatch];
+    round.stepped.push_back(trainer);
+    round.finishing.push_back(finished);
+    advance(round, microbatch, due);
+  }
+  complete_all(due);
   return finished;
 }
 

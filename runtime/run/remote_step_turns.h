@@ -43,7 +43,10 @@ class RemoteStepTurns {
   };
   // Participants of micro-batch m of the current step; -1 while not every trainer has told its count.
   int participants(int microbatch) const;
-  void advance(Round& round, int microbatch);  // grants turns / completes done()s that are due; under mu_
+  // Under mu_: moves the turns and done()s that are due out of `round` into `due`. The caller completes
+  // them after unlocking: completing a Future runs its callbacks inline (the RPC agent's reply, or a
+  // caller's continuation that asks for its next turn), and those must not run under mu_.
+  void advance(Round& round, int microbatch, std::vector<Future<rpc::Value>>& due);
 
   std::mutex mu_;
   int num_trainers_ = 0;        // GUARDED_BY(mu_)

@@ -47,5 +47,22 @@ TEST_CASE("run: with uneven micro-batches only the trainers that have one take p
   CHECK(turns.done(7, 1, 1).completed());
 }
 
+TEST_CASE("run: a turn's callbacks run outside the turns' lock and may ask for the next turn", "[runtime][run]") {
+  // Completing a turn runs its callbacks inline: the RPC agent's reply, or (here) a continuation that
+  // steps and says so at once. Completed under the turns' mutex, this done() would lock it again.
+  RemoteStepTurns& turns = RemoteStepTurns::instance();
+  turns.configure(2);
+  auto t1 = turns.request(3, 0, 1, 1);
+  Future<rpc::Value> d1;
+  t1.add_callback([&](const Future<rpc::Value>&) { d1 = turns.done(3, 0, 1); });
+  auto t0 = turns.request(3, 0, 0, 1);
+  CHECK(t0.completed());
+  CHECK(!t1.completed());
+  auto d0 = turns.done(3, 0, 0);  // grants trainer 1's turn, whose callback reports its step
+  CHECK(t1.completed());
+  CHECK(d1.completed());
+  CHECK(d0.completed());
+}
+
 }  // namespace
 }  // namespace braid::runtime

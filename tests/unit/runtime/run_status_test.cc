@@ -1,0 +1,81 @@
+// The driver's status endpoint (status_server.h) on its own: its address file, concurrent `braid status`
+// clients, and a stop while clients are still connecting. The server answers from its own thread and its
+// snapshot reads state the job's threads write, so this test is also what the TSan build runs it under.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "runtime/run/status_server.h"
+#include "tests/support/temp_dir.h"
+
+namespace braid::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+TEST_CASE("run: the status server answers concurrent clients and stops while they connect", "[runtime][run]") {
+  TempDir dir;
+  const std::string status_file = (fs::path(dir.path()) / "sub" / ".braid-status-t").string();
+  std::atomic<int64_t> step{0};
+  std::atomic<int> answered{0};
+  auto server = std::make_unique<StatusServer>(
+      [&] {
+        ++answered;
+        return nlohmann::json{{"job", "t"}, {"step", step.load()}};
+      },
+      status_file);
+  const std::string address = server->address();
+  CHECK(read_status_address(status_file) == address);
+
+  // Several clients at once, while another thread moves the step on.
+  std::atomic<bool> stepping{true};
+  std::thread stepper([&] {
+    while (stepping) {
+      ++step;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::atomic<int> ok{0};
+  {
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 4; ++c) {
+      clients.emplace_back([&] {
+        for (int i = 0; i < 10; ++i) {
+          const nlohmann::json s = query_status(address, std::chrono::seconds(10));
+          if (s.value("job", "") == "t" && s.value("step", int64_t{-1}) >= 0) ++ok;
+        }
+      });
+    }
+    for (auto& t : clients) t.join();
+  }
+  CHECK(ok == 40);
+  CHECK(answered >= 40);
+
+  // A client that keeps asking while the server goes away: each query either answers or fails cleanly.
+  std::atomic<bool> asking{true};
+  std::thread late([&] {
+    while (asking) {
+      try {
+        query_status(address, std::chrono::milliseconds(500));
+      } catch (const Error&) {
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.reset();
+  CHECK(!fs::exists(status_file));
+  asking = false;
+  late.join();
+  stepping = false;
+  stepper.join();
+  CHECK_THROWS_AS(query_status(address, std::chrono::milliseconds(500)), Error);
+}
+
+}  // namespace
+}  // namespace braid::runtime
