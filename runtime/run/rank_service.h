@@ -53,7 +53,8 @@ class RankService {
   // What "braid.ping" reports.
   void set_status(std::string state, int64_t step);
   RankStatus status() const;
-  // On the driver: a stop asked for by a signal (here or on another rank), taken once.
+  // On the driver: a stop asked for by a signal (here or on another rank). The first request wins and stays
+  // set (the driver stops at its first sight of it, so it is never read twice).
   void request_driver_stop(std::string signal_name);
   std::optional<std::string> take_driver_stop();
 
