@@ -1,4 +1,16 @@
-# What the bench drivers (bench/run_*.sh) share; sourced after `braid` is built.
+# What the bench drivers (bench/run_*.sh) share.
+
+# build_braid ROOT BUILD: builds `braid` in the folder BUILD and sets braid to its path. An existing build
+# folder is used as it is configured (e.g. `build`, RelWithDebInfo: its ccache hits save a full Release build
+# on a shared machine); a new one is configured Release (BUILD_TYPE overrides) without CUDA.
+build_braid() {
+  local root="$1" build="$2"
+  if [[ ! -f "$build/CMakeCache.txt" ]]; then
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DBRAID_WITH_CUDA=OFF >/dev/null
+  fi
+  cmake --build "$build" --target braid -j"${JOBS:-2}" >/dev/null
+  braid="$build/cli/braid"
+}
 
 # Exit status 0 when the braid binary $1 was built with backend or transport $2 (gloo, ucx, ...).
 braid_built() {

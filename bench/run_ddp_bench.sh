@@ -22,19 +22,13 @@ runs="${2:-3}"
 shift $(($# < 2 ? $# : 2))
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
-# An existing build folder is used as it is configured (e.g. `build`, RelWithDebInfo: its ccache hits save a
-# full Release build on a shared machine); a new one is configured Release without CUDA.
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DBRAID_WITH_CUDA=OFF >/dev/null
-fi
-cmake --build "$build" --target braid -j"${JOBS:-2}" >/dev/null
-braid="$build/cli/braid"
+source "$root/bench/driver_lib.sh"
+build_braid "$root" "$build"
 out="$build/ddp-bench"
 mkdir -p "$out"
 rm -f "$out"/*.txt "$out"/*.log
 
 read -r -a backends <<<"${BACKENDS:-mpi gloo}"
-source "$root/bench/driver_lib.sh"
 if ! braid_built "$braid" gloo; then backends=("${backends[@]/gloo/}"); fi
 find_torch_python torch.distributed
 

@@ -27,16 +27,12 @@ runs="${2:-2}"
 shift $(($# < 2 ? $# : 2))
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DBRAID_WITH_CUDA=OFF >/dev/null
-fi
-cmake --build "$build" --target braid -j"${JOBS:-2}" >/dev/null
-braid="$build/cli/braid"
+source "$root/bench/driver_lib.sh"
+build_braid "$root" "$build"
 out="$build/fsdp-bench"
 mkdir -p "$out"
 rm -f "$out"/*.txt
 
-source "$root/bench/driver_lib.sh"
 backend="${BACKEND:-gloo}"
 if [[ "$backend" == gloo ]] && ! braid_built "$braid" gloo; then backend=mpi; fi
 read -r -a rank_counts <<<"${RANKS:-2 4}"
