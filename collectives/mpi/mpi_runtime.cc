@@ -1,5 +1,7 @@
 #include "collectives/mpi/mpi_runtime.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 
@@ -29,6 +31,39 @@ void wrapping_byte_sum_fn(void* in, void* inout, int* len, MPI_Datatype* /*type*
   for (int i = 0; i < *len; ++i) b[i] = static_cast<uint8_t>(a[i] + b[i]);
 }
 
+// The value of the boolean control variable `name` through the MPI tool interface (MPI_T), or `fallback`
+// when the library does not have it. Open MPI stores booleans as MPI_C_BOOL, so the value is read into a
+// zeroed buffer and any non-zero byte of the type's size counts as true.
+bool read_bool_cvar(const char* name, bool fallback) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return fallback;
+  bool value = fallback;
+  int index = 0;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS) {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    int verbosity = 0, bind = 0, scope = 0;
+    MPI_T_enum enumtype = MPI_T_ENUM_NULL;
+    int name_len = 0, desc_len = 0;  // 0: the names are not wanted
+    MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+    int count = 0;
+    int size = 0;
+    if (MPI_T_cvar_get_info(index, nullptr, &name_len, &verbosity, &type, &enumtype, nullptr, &desc_len, &bind,
+                            &scope) == MPI_SUCCESS &&
+        MPI_Type_size(type, &size) == MPI_SUCCESS && size > 0 && size <= 8 &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      unsigned char bytes[16] = {};
+      if (count == 1 && MPI_T_cvar_read(handle, bytes) == MPI_SUCCESS) {
+        value = std::any_of(bytes, bytes + size, [](unsigned char b) { return b != 0; });
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+std::atomic<bool> g_progress_yields_when_idle{false};
+
 Holder& holder() {
   // Destroyed during static destruction; the runtime lives on while groups still hold it.
   static Holder h;
@@ -57,6 +92,10 @@ std::string mpi_error_string(int rc) {
 void check_mpi(int rc, const char* call, const std::string& what) {
   if (rc == MPI_SUCCESS) [[likely]] return;
   BRAID_THROW(CommError, "{} failed in {}: {}", call, what, mpi_error_string(rc));
+}
+
+bool MpiRuntime::progress_yields_when_idle() {
+  return g_progress_yields_when_idle.load(std::memory_order_relaxed);
 }
 
 bool MpiRuntime::finalized() {
@@ -95,10 +134,13 @@ std::shared_ptr<MpiRuntime> MpiRuntime::create() {
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &runtime->world_size_), "MPI_Comm_size", "MPI initialisation");
   check_mpi(MPI_Op_create(&wrapping_byte_sum_fn, /*commute=*/1, &runtime->wrapping_byte_sum_), "MPI_Op_create",
             "MPI initialisation");
-  logging::get("braid.coll")->debug("MPI {} by {} at {} (world rank {}/{})",
+  const bool yields = read_bool_cvar("mpi_yield_when_idle", false);
+  g_progress_yields_when_idle.store(yields, std::memory_order_relaxed);
+  logging::get("braid.coll")->debug("MPI {} by {} at {} (world rank {}/{}, mpi_yield_when_idle {})",
                                     runtime->owns_mpi_ ? "initialised" : "already initialised",
                                     runtime->owns_mpi_ ? "braid" : "the application", thread_level_name(provided),
-                                    runtime->world_rank_, runtime->world_size_);
+                                    runtime->world_rank_, runtime->world_size_,
+                                    yields);
   return runtime;
 }
 

@@ -51,6 +51,13 @@ class MpiRuntime {
   // reduces, blocking or not; a user-defined op never goes through op/avx.
   MPI_Op wrapping_byte_sum() const { return wrapping_byte_sum_; }
 
+  // Whether Open MPI yields the core inside its progress loop when a call finds nothing to do
+  // (mpi_yield_when_idle: on by default when mpirun oversubscribes the node, or set by the user). Then
+  // every MPI_Test that finds its request incomplete has already called sched_yield, and a waiter that
+  // yields once more between tests only hands its core away twice per look (mpi_wait.h). False until
+  // the runtime exists.
+  static bool progress_yields_when_idle();
+
   // Keeps `keep` (buffers of a request that can never be cancelled: a timed-out nonblocking collective, a
   // send whose cancel failed) alive until MPI is finalised, so that MPI never writes into freed memory.
   void keep_until_finalize(std::any keep);

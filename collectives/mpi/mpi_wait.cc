@@ -47,11 +47,16 @@ bool has_core_per_rank() {
 
 }  // namespace
 
+// When Open MPI yields inside its progress loop (MpiRuntime::progress_yields_when_idle: oversubscribed
+// by mpirun, or mpi_yield_when_idle set), the MPI_Test before each pause already gave the core away if it
+// found nothing to do; a second sched_yield only sends the waiter behind the other ranks once more per
+// look. Measured on the 2-core VM, 4 ranks oversubscribed, 4 KiB allreduce: 34 us per call with both
+// yields, 28 us with MPI's alone; raw MPI_Iallreduce + MPI_Test 21 us with a yield per test, 16 us without.
 Backoff::Backoff(std::chrono::microseconds busy, bool keep_core)
     : start_(Clock::now()),
       busy_(busy),
       phase_(has_core_per_rank() ? Phase::Spin : Phase::Yield),
-      spin_not_yield_(keep_core && has_core_per_rank()) {}
+      spin_not_yield_((keep_core && has_core_per_rank()) || MpiRuntime::progress_yields_when_idle()) {}
 
 void Backoff::pause() {
   pause([](std::chrono::microseconds d) {

@@ -34,7 +34,8 @@ class Backoff {
 
   // Busy (spinning, then yielding) for `busy`, then sleeping. With `keep_core`, it spins instead of
   // yielding when this host has a core for every local rank; with fewer cores than local ranks it
-  // yields from the start (see has_core_per_rank in the .cc).
+  // yields from the start (see has_core_per_rank in the .cc). It never yields itself while Open MPI's
+  // progress does (MpiRuntime::progress_yields_when_idle): the MPI_Test between pauses yields then.
   explicit Backoff(std::chrono::microseconds busy = busy_window(0), bool keep_core = false);
   // 1 ms plus the time `bytes` take at 0.5 GB/s, a pessimistic shared-memory rate on a loaded machine.
   static std::chrono::microseconds busy_window(size_t bytes) {
