@@ -13,7 +13,7 @@
 #include "base/check.h"
 #include "nn/embedding.h"
 #include "parallel/ddp/bucket_assignment.h"
-#include "parallel/ddp/control_device.h"
+#include "parallel/control_device.h"
 #include "tensor/factory.h"
 
 namespace braid::parallel {

@@ -15,7 +15,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
-#include "parallel/ddp/control_device.h"
+#include "parallel/control_device.h"
 #include "parallel/ddp/ddp.h"
 #include "tensor/factory.h"
 

@@ -8,7 +8,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "parallel/ddp/bucket_assignment.h"
-#include "parallel/ddp/control_device.h"
+#include "parallel/control_device.h"
 #include "parallel/ddp/reducer.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"

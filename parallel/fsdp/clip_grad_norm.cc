@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "base/error.h"
 #include "collectives/process_group.h"
+#include "parallel/control_device.h"
 #include "parallel/fsdp/fsdp_unit.h"
 #include "parallel/fsdp/unit_registry.h"
 #include "tensor/factory.h"
@@ -35,8 +36,14 @@ double clip_grad_norm_(nn::Module& module, double max_norm, double norm_type) {
   const bool inf = std::isinf(norm_type);
   auto combine = [inf](double a, double b) { return inf ? std::max(a, b) : a + b; };
   double replicated = 0.0;
-  // Per group, in first-appearance order: the sum over this rank's shards.
-  std::vector<std::pair<std::shared_ptr<collectives::ProcessGroup>, double>> per_group;
+  // Per group, in first-appearance order: the sum over this rank's shards, and where the group's
+  // allreduce takes its tensor (the parameters' GPU on NCCL).
+  struct GroupTerm {
+    std::shared_ptr<collectives::ProcessGroup> group;
+    double value;
+    Device device;
+  };
+  std::vector<GroupTerm> per_group;
   TensorList grads;
   for (const Tensor& p : module.parameters()) {
     const Tensor g = autograd::grad(p);
@@ -49,21 +56,21 @@ double clip_grad_norm_(nn::Module& module, double max_norm, double norm_type) {
       continue;
     }
     auto it = per_group.begin();
-    while (it != per_group.end() && it->first != unit->group()) ++it;
+    while (it != per_group.end() && it->group != unit->group()) ++it;
     if (it == per_group.end()) {
-      per_group.emplace_back(unit->group(), term);
+      per_group.push_back({unit->group(), term, control_device(*unit->group(), p)});
     } else {
-      it->second = combine(it->second, term);
+      it->value = combine(it->value, term);
     }
   }
   double total = replicated;
-  for (auto& [group, value] : per_group) {
-    Tensor t = full({1}, value, DType::Float64);
+  for (const GroupTerm& g : per_group) {
+    Tensor t = full({1}, g.value, DType::Float64).to(g.device);
     TensorList list{t};
     collectives::AllreduceOptions o;
     o.reduce_op = inf ? collectives::ReduceOp::MAX : collectives::ReduceOp::SUM;
-    group->allreduce(list, o)->wait();
-    total = combine(total, t.item<double>());
+    g.group->allreduce(list, o)->wait();
+    total = combine(total, list[0].cpu().item<double>());
   }
   const double norm = inf ? total : std::pow(total, 1.0 / norm_type);
   const double coef = max_norm / (norm + 1e-6);

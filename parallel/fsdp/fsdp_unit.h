@@ -52,6 +52,8 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   const FSDPOptions& options() const { return options_; }
   const std::shared_ptr<collectives::ProcessGroup>& group() const { return group_; }
   const ShardLayout& layout() const { return layout_; }
+  // The device of the unit's parameters (CPU for a unit without parameters).
+  const Device& device() const { return device_; }
   bool is_sharded() const { return options_.strategy != ShardingStrategy::NO_SHARD; }
   // Whether the parameter handles currently hold full tensors.
   bool is_unsharded() const { return unsharded_; }

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/error.h"
+#include "parallel/control_device.h"
 #include "parallel/fsdp/unit_registry.h"
 #include "tensor/factory.h"
 
@@ -80,13 +81,16 @@ void check_same_on_every_rank(const FSDPUnit& unit) {
   const auto n = static_cast<int64_t>(mine.size());
   Tensor in = empty({n}, DType::Int64);
   for (int64_t i = 0; i < n; ++i) in.data<int64_t>()[i] = mine[static_cast<size_t>(i)];
-  Tensor out = empty({n * unit.group()->size()}, DType::Int64);
+  const Device dev = control_device(*unit.group(), unit.device());
+  Tensor out = empty({n * unit.group()->size()}, TensorOptions(DType::Int64, dev));
+  in = in.to(dev);
   try {
     unit.group()->allgather_into_tensor(out, in)->wait();
   } catch (const Error& e) {
     BRAID_THROW(InvalidArgument, "fully_shard({}): checking the unit across group '{}' failed: {}", unit.name(),
                 unit.group()->name(), e.what());
   }
+  out = out.cpu();
   const auto* all = out.data<int64_t>();
   for (int r = 1; r < unit.group()->size(); ++r) {
     for (int64_t i = 0; i < n; ++i) {

@@ -11,13 +11,11 @@
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
-#include "collectives/nccl/process_group_nccl.h"
 #include "parallel/ddp/ddp.h"
-#include "store/hash_store.h"
 #include "tensor/compare.h"
-#include "tensor/cuda/device_api.h"
 #include "tensor/factory.h"
 #include "tensor/random.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace braid {
 namespace {
@@ -38,24 +36,15 @@ class TwoLayers : public nn::Module {
 };
 
 TEST_CASE("ddp: a CUDA module over NCCL gives the local gradients", "[gpu][ddp]") {
-  if (cuda::device_count() == 0) {
-    WARN("skipped: no CUDA device (" << cuda::unavailable_reason() << ")");
-    return;
-  }
+  if (gpu_test::no_gpu()) return;
   for (bool as_view : {false, true}) {
     INFO("gradient_as_bucket_view " << as_view);
-    collectives::BackendOptions bo;
-    bo.rank = 0;
-    bo.size = 1;
-    bo.group_name = as_view ? "ddp-gpu-view" : "ddp-gpu";
-    bo.store = std::make_shared<store::HashStore>();
-    bo.cuda_device = 0;
     auto model = std::make_shared<TwoLayers>(5);
     auto reference = std::make_shared<TwoLayers>(5);
     model->to(Device::cuda(0));
     reference->to(Device::cuda(0));
     parallel::DDPOptions o;
-    o.process_group = collectives::create_nccl_process_group(bo);
+    o.process_group = gpu_test::one_rank_nccl_group(as_view ? "ddp-gpu-view" : "ddp-gpu");
     o.device_ids = {Device::cuda(0)};
     o.gradient_as_bucket_view = as_view;
     parallel::DistributedDataParallel ddp(model, o);
