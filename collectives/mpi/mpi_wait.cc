@@ -1,28 +1,18 @@
 #include "collectives/mpi/mpi_wait.h"
 
 #include <sched.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "base/timer_slack.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "store/rendezvous.h"
 
 namespace braid::collectives::mpi {
 
 namespace {
-
-// Linux rounds a thread's sleeps up by its timer slack (50 µs by default), which would make the first,
-// short sleeps as long as the cap. A 1 µs slack lets the backoff start small; it only affects the
-// waiting thread.
-void tighten_timer_slack() {
-  thread_local bool done = false;
-  if (done) return;
-  done = true;
-  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-}
 
 // Whether this host has a core for every local rank (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE and friends,
 // against the online CPUs). Then a thread that waits for its own op (keep_core) keeps its core through

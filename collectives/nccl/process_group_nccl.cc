@@ -197,7 +197,9 @@ void ProcessGroupNCCL::launch(const OpContext& ctx, const char* call, const std:
     comm->run(ctx.what, call, ctx.deadline, [&](ncclComm_t c) { return body.calls(c, stream); });
     nccl::check_cuda(cudaEventRecord(l.done.get(), stream), "cudaEventRecord", ctx.what);
     const auto issued = Clock::now();
-    nccl::Backoff backoff;
+    size_t bytes = 0;
+    for (const Tensor& t : tensors) bytes += t.defined() ? t.nbytes() : 0;
+    nccl::Backoff backoff(nccl::Backoff::busy_window(bytes));
     for (;;) {
       const cudaError_t q = cudaEventQuery(l.done.get());
       if (q == cudaSuccess) return;
