@@ -12,7 +12,8 @@
 #   bin/   the programs, debug info stripped (symbols kept for backtraces; over 8 MiB: gzip-compressed);
 #   lib/   every library `ldd` lists for them (libc and the dynamic loader ld-linux-x86-64.so.2 included:
 #          the programs need this system's glibc), except the NVIDIA driver's own libraries (libcuda,
-#          libnvidia-*), which must come from the GPU machine because they match its kernel module;
+#          libnvidia-*), which must come from the GPU machine because they match its kernel module, and
+#          cuBLAS (too large), which run.sh finds there (MACHINE_LIBS);
 #   run.sh starts a program through the carried loader with --library-path <bundle>/lib:<driver dir>,
 #          where the driver dir is the GPU machine's directory of libcuda.so.1 (ldconfig -p, then the
 #          usual places).
@@ -64,6 +65,15 @@ is_driver_lib() {
   esac
 }
 
+# cuBLAS (libcublasLt alone is ~500 MB): not carried either. A GPU machine with CUDA has it in its toolkit
+# or in the nvidia-cublas wheel beside PyTorch; run.sh looks there for the sonames listed in MACHINE_LIBS.
+is_machine_lib() {
+  case $1 in
+    libcublas.so*|libcublasLt.so*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
 declare -A libs=()  # soname -> resolved path
 loader=""
 missing=()
@@ -72,7 +82,8 @@ for prog in "${programs[@]}"; do
   strip --strip-debug "$out/bin/$(basename "$prog")"
   while read -r line; do
     if [[ $line =~ ^([^[:space:]]+)\ =\>\ not\ found ]]; then
-      is_driver_lib "${BASH_REMATCH[1]}" || missing+=("${BASH_REMATCH[1]} (needed by $(basename "$prog"))")
+      is_driver_lib "${BASH_REMATCH[1]}" || is_machine_lib "${BASH_REMATCH[1]}" ||
+        missing+=("${BASH_REMATCH[1]} (needed by $(basename "$prog"))")
     elif [[ $line =~ ^([^[:space:]]+)\ =\>\ ([^[:space:]]+)\ \( ]]; then
       libs[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
     elif [[ $line =~ ^(/[^[:space:]]*ld-linux[^[:space:]]*)\ \( ]]; then
@@ -89,9 +100,14 @@ cp -L "$loader" "$out/lib/ld-linux-x86-64.so.2"
 
 for soname in "${!libs[@]}"; do
   is_driver_lib "$soname" && continue
+  if is_machine_lib "$soname"; then
+    echo "$soname" >> "$out/MACHINE_LIBS"
+    continue
+  fi
   cp -L "${libs[$soname]}" "$out/lib/$soname"
   chmod u+w "$out/lib/$soname"
 done
+touch "$out/MACHINE_LIBS"
 
 # Large libraries: drop debug info, prune GPU code to the kept architectures, compress.
 prune_fatbins() {
@@ -208,6 +224,26 @@ if [ -n "$driver_dir" ]; then
 else
   echo "run.sh: warning: libcuda.so.1 not found on this machine; CUDA will report no driver" >&2
 fi
+
+# cuBLAS and the like (MACHINE_LIBS, never carried): the CUDA toolkit, ldconfig, or the nvidia-* wheels of
+# a Python environment (PyTorch's).
+while read -r soname; do
+  [ -n "$soname" ] || continue
+  found=""
+  wheel_dirs=$(python3 -c 'import glob, site, sys; [print(d) for p in site.getsitepackages() + sys.path for d in glob.glob(p + "/nvidia/*/lib")]' 2> /dev/null || true)
+  for d in $(ldconfig -p 2> /dev/null | awk -v s="$soname" '$1 == s { print $NF }' | sed 's#/[^/]*$##') \
+           /usr/local/cuda/lib64 /usr/local/cuda/lib $wheel_dirs /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib; do
+    if [ -e "$d/$soname" ]; then
+      found=$d
+      break
+    fi
+  done
+  if [ -n "$found" ]; then
+    case ":$libpath:" in *":$found:"*) ;; *) libpath="$libpath:$found" ;; esac
+  else
+    echo "run.sh: warning: $soname not found on this machine (CUDA toolkit or the nvidia wheels)" >&2
+  fi
+done < "$here/MACHINE_LIBS"
 exec "$here/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$prog" "$@"
 RUN
 chmod +x "$out/run.sh"

@@ -54,7 +54,7 @@ void orthogonalize(const Tensor& m, double epsilon) {
   }
 }
 
-// Views into `work` (the buffer or its CPU copy) at the places bucket.gradients() occupy in the buffer.
+// Views into `work` (the bucket's buffer) at the places bucket.gradients() occupy in it.
 // A bucket that lists no gradients is taken as one flat gradient (reduced uncompressed).
 std::vector<Tensor> gradient_views(const GradBucket& bucket, const Tensor& work) {
   const Tensor& buffer = bucket.buffer();
@@ -78,7 +78,7 @@ std::vector<Tensor> gradient_views(const GradBucket& bucket, const Tensor& work)
 }
 
 struct Compressed {
-  Tensor matrix;  // [n, m] view into the work tensor
+  Tensor matrix;  // [n, m] view into the buffer
   Tensor p;       // [n, r] view into BucketMemory::pu
   Tensor q;       // [m, r] view into BucketMemory::q
 };
@@ -138,24 +138,24 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
                   buffer.describe());
   const int ws = group.size();
   const DType dtype = buffer.dtype();
-  const bool staged = !buffer.device().is_cpu();  // matrix products run on the CPU
-  const Tensor work = staged ? buffer.cpu() : buffer;
-  const std::vector<Tensor> grads = gradient_views(bucket, work);
+  const TensorOptions like(dtype, buffer.device());  // every tensor of the computation lives with the buffer
+  const std::vector<Tensor> grads = gradient_views(bucket, buffer);
   const std::shared_ptr<BucketMemory> mem = bucket_memory(*memory, bucket.index());
 
   // 1. Error feedback; the input is kept to compute the next error from.
   Tensor input_copy;
   if (o.use_error_feedback) {
-    if (mem->error.defined() && mem->error.numel() == work.numel() && mem->error.dtype() == dtype) {
-      work.add_(mem->error);
+    if (mem->error.defined() && mem->error.numel() == buffer.numel() && mem->error.dtype() == dtype &&
+        mem->error.device() == buffer.device()) {
+      buffer.add_(mem->error);
     } else {
       if (mem->error.defined()) {
         logger()->warn("PowerSGD: bucket {} changed from {} to {} elements; its error memory starts again from zeros",
-                       bucket.index(), mem->error.numel(), work.numel());
+                       bucket.index(), mem->error.numel(), buffer.numel());
       }
-      mem->error = zeros({work.numel()}, dtype);
+      mem->error = zeros({buffer.numel()}, like);
     }
-    input_copy = work.clone();
+    input_copy = buffer.clone();
   }
 
   // 2. Which gradients are worth compressing.
@@ -191,13 +191,17 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
 
   // 3. Memory for [uncompressed | P] and Q; Q is warm-started when it exists with this layout.
   const int64_t pu_numel = uncompressed_numel + total_p;
-  if (!mem->pu.defined() || mem->pu.numel() != pu_numel || mem->pu.dtype() != dtype) mem->pu = empty({pu_numel}, dtype);
-  const bool fresh_q = !o.warm_start || !mem->q.defined() || mem->q.numel() != total_q || mem->q.dtype() != dtype;
+  if (!mem->pu.defined() || mem->pu.numel() != pu_numel || mem->pu.dtype() != dtype ||
+      mem->pu.device() != buffer.device()) {
+    mem->pu = empty({pu_numel}, like);
+  }
+  const bool fresh_q = !o.warm_start || !mem->q.defined() || mem->q.numel() != total_q || mem->q.dtype() != dtype ||
+                       mem->q.device() != buffer.device();
   if (fresh_q) {
     if (o.warm_start && mem->q.defined()) {
       logger()->warn("PowerSGD: bucket {} changed layout; its Q is drawn again", bucket.index());
     }
-    mem->q = empty({total_q}, dtype);
+    mem->q = empty({total_q}, like);
   }
   for (int64_t i = 0, p_at = uncompressed_numel, q_at = 0; i < static_cast<int64_t>(compressed.size()); ++i) {
     Compressed& c = compressed[static_cast<size_t>(i)];
@@ -221,9 +225,8 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
     at += g.numel();
   }
   if (pu_numel > 0) {
-    TensorList list{staged ? mem->pu.to(buffer.device()) : mem->pu};
+    TensorList list{mem->pu};
     group.allreduce(list)->wait();
-    if (staged) mem->pu.copy_(list[0]);
   }
   const Tensor averaged = mem->pu.narrow(0, 0, uncompressed_numel);
   binary_(BinaryOp::Div, averaged, Scalar(ws));
@@ -239,23 +242,21 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
   // Q allreduced asynchronously; M = P Q^T / ws and step 5 when it completes. The callback holds the
   // memory, not the state (see PowerSGDState::Memory).
   Future<TensorList> q_done(fmt::format("powersgd_hook Q allreduce of bucket {}", bucket.index()));
-  TensorList q_list{staged ? mem->q.to(buffer.device()) : mem->q};
+  TensorList q_list{mem->q};
   if (total_q > 0) {
     q_done = group.allreduce(q_list)->get_future();
   } else {
     q_done.set_value(q_list);
   }
   return q_done.then(
-      [memory, mem, compressed, work, buffer, input_copy, staged, ws, is_last = bucket.is_last(),
-       start = o.start_powersgd_iter](const TensorList& reduced) {
-        if (staged) mem->q.copy_(reduced.at(0));
+      [memory, mem, compressed, buffer, input_copy, ws, is_last = bucket.is_last(),
+       start = o.start_powersgd_iter](const TensorList& /*reduced: mem->q, in place*/) {
         binary_(BinaryOp::Div, mem->q, Scalar(ws));
         for (const auto& c : compressed) mm_out(c.matrix, c.p, c.q.t());
         if (input_copy.defined()) {
           mem->error.copy_(input_copy);
-          mem->error.sub_(work);
+          mem->error.sub_(buffer);
         }
-        if (staged) buffer.copy_(work);
         std::lock_guard<std::mutex> lock(memory->mu);
         maybe_increase_iter_locked(*memory, is_last, start);
         return buffer;

@@ -43,8 +43,8 @@
 // |M_r - avg M| per iteration where the approximation is exact, e.g. the uncompressed gradients), and
 // so does the rounding error of the sums it goes into.
 //
-// Matrix products run on the CPU (braid has no CUDA matmul): a CUDA buffer is copied to the CPU for
-// the computation, and P and Q are copied to the buffer's device for the allreduces.
+// Everything runs on the buffer's device (matrix products through cuBLAS for a CUDA bucket), P and Q
+// included.
 #pragma once
 
 #include <cstddef>

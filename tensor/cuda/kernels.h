@@ -30,5 +30,8 @@ void reduce_rows(ReduceKind kind, const Tensor& out, const Tensor& in, double p)
 // Index of the max (or min) of each row of the contiguous 2-D `in`; out is int64 [rows]. Ties give the
 // first index; the first NaN wins for both argmax and argmin (matching the propagated NaN of max/min).
 void arg_reduce_rows(bool is_max, const Tensor& out, const Tensor& in);
+// c <- a x b for 2-D views of one floating dtype (float32, float64, float16, bfloat16) through cuBLAS
+// (blas.cc); shapes already checked, c does not alias a or b unless it is replaced by a temporary.
+void gemm(const Tensor& c, const Tensor& a, const Tensor& b);
 
 }  // namespace braid::cuda

@@ -16,5 +16,6 @@ void unary(UnaryOp op, const Tensor&, const Tensor&) { not_built(op_name(op).dat
 void where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { not_built("where"); }
 void reduce_rows(ReduceKind, const Tensor&, const Tensor&, double) { not_built("reduce"); }
 void arg_reduce_rows(bool, const Tensor&, const Tensor&) { not_built("argmax/argmin"); }
+void gemm(const Tensor&, const Tensor&, const Tensor&) { not_built("mm"); }
 
 }  // namespace braid::cuda

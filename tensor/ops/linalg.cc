@@ -1,6 +1,7 @@
 // Matrix products. Every product funnels into gemm_into(c, a, b) on 2-D views; float32/float64 go to
 // OpenBLAS with each operand described by its strides (row-major, or transposed when its rows are
-// contiguous down the columns) so that transposed views and row slices cost no copy.
+// contiguous down the columns) so that transposed views and row slices cost no copy. CUDA tensors go to
+// cuBLAS the same way (cuda::gemm: float32, float64, float16, bfloat16).
 #include "tensor/ops/linalg.h"
 
 #include <cblas.h>
@@ -10,8 +11,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/loop.h"
+#include "tensor/matrix_layout.h"
 
 namespace braid {
 namespace {
@@ -29,8 +32,9 @@ std::string dims_str(const Tensor& t) {
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b, const char* na, const char* nb) {
   BRAID_CHECK_ARG(a.defined() && b.defined(), "{}: {} and {} must be defined tensors", op, na, nb);
-  BRAID_CHECK_ARG(!a.is_cuda() && !b.is_cuda(), "{}: CUDA matmul is not supported yet ({} {}, {} {})", op, na,
-                  a.describe(), nb, b.describe());
+  BRAID_CHECK_ARG(a.device() == b.device(),
+                  "{}: expected all tensors to be on the same device, but found {} and {} ({} {}, {} {})", op,
+                  a.device().str(), b.device().str(), na, a.describe(), nb, b.describe());
   BRAID_CHECK_ARG(a.dtype() == b.dtype(), "{}: expected scalar type {} but found {} ({} {}, {} {})", op,
                   torch_type_name(a.dtype()), torch_type_name(b.dtype()), na, a.describe(), nb, b.describe());
 }
@@ -42,20 +46,10 @@ struct BlasLayout {
   blasint ld;
 };
 
-// How BLAS (row-major) can read the 2-D view `m` in place, if it can: rows contiguous (NoTrans) or
-// columns contiguous (Trans). Size-1 dims carry arbitrary strides, so they do not constrain.
 std::optional<BlasLayout> blas_layout(const Tensor& m) {
-  const int64_t r = m.size(0), c = m.size(1), sr = m.stride(0), sc = m.stride(1);
-  int64_t ld = -1;
-  CBLAS_TRANSPOSE trans = CblasNoTrans;
-  if ((c == 1 || sc == 1) && (r == 1 || sr >= std::max<int64_t>(c, 1))) {
-    ld = r == 1 ? std::max<int64_t>(c, 1) : sr;
-  } else if ((r == 1 || sr == 1) && (c == 1 || sc >= std::max<int64_t>(r, 1))) {
-    trans = CblasTrans;
-    ld = c == 1 ? std::max<int64_t>(r, 1) : sc;
-  }
-  if (ld < 0 || ld > INT_MAX) return std::nullopt;
-  return BlasLayout{trans, static_cast<blasint>(ld)};
+  const auto l = matrix_layout(m);
+  if (!l) return std::nullopt;
+  return BlasLayout{l->transposed ? CblasTrans : CblasNoTrans, static_cast<blasint>(l->ld)};
 }
 
 template <class T>
@@ -71,20 +65,18 @@ void blas_gemm(const Tensor& c, const Tensor& a, const Tensor& b) {
     blas_gemm<T>(c.t(), b.t(), a.t());
     return;
   }
-  auto la = blas_layout(a);
-  const Tensor ac = la ? a : a.contiguous();
-  if (!la) la = blas_layout(ac);
-  auto lb = blas_layout(b);
-  const Tensor bc = lb ? b : b.contiguous();
-  if (!lb) lb = blas_layout(bc);
+  const BlasOperand oa = blas_operand(a), ob = blas_operand(b);
+  const CBLAS_TRANSPOSE ta = oa.layout.transposed ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = ob.layout.transposed ? CblasTrans : CblasNoTrans;
+  const auto lda = static_cast<blasint>(oa.layout.ld), ldb = static_cast<blasint>(ob.layout.ld);
   const auto m = static_cast<blasint>(a.size(0)), k = static_cast<blasint>(a.size(1));
   const auto n = static_cast<blasint>(b.size(1));
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, la->trans, lb->trans, m, n, k, 1.0f, ac.data<float>(), la->ld, bc.data<float>(),
-                lb->ld, 0.0f, c.data<float>(), lc->ld);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, oa.tensor.data<float>(), lda, ob.tensor.data<float>(), ldb,
+                0.0f, c.data<float>(), lc->ld);
   } else {
-    cblas_dgemm(CblasRowMajor, la->trans, lb->trans, m, n, k, 1.0, ac.data<double>(), la->ld, bc.data<double>(),
-                lb->ld, 0.0, c.data<double>(), lc->ld);
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, oa.tensor.data<double>(), lda, ob.tensor.data<double>(), ldb,
+                0.0, c.data<double>(), lc->ld);
   }
 }
 
@@ -130,7 +122,7 @@ void loop_gemm(const Tensor& c, const Tensor& a, const Tensor& b) {
   }
 }
 
-// c <- a x b for 2-D views of one dtype on the CPU; shapes already checked.
+// c <- a x b for 2-D views of one dtype on one device; shapes already checked.
 void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b) {
   if (c.numel() == 0) return;
   if (a.size(1) == 0) {
@@ -140,6 +132,10 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b) {
   BRAID_CHECK_ARG(a.size(0) <= INT_MAX && a.size(1) <= INT_MAX && b.size(1) <= INT_MAX,
                   "mm: matrix dimensions beyond 2^31-1 are not supported ({} x {})", a.describe(), b.describe());
   c.bump_version();
+  if (c.is_cuda()) {
+    cuda::gemm(c, a, b);
+    return;
+  }
   dispatch(c.dtype(), "mm", [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       blas_gemm<T>(c, a, b);
@@ -173,7 +169,7 @@ void check_bmm(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor bmm_impl(const char* op, const Tensor& a, const Tensor& b) {
   check_bmm(op, a, b);
-  Tensor out = Tensor::empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
+  Tensor out = Tensor::empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype(), a.device()));
   for (int64_t i = 0; i < a.size(0); ++i) gemm_into(out.select(0, i), a.select(0, i), b.select(0, i));
   return out;
 }
@@ -182,15 +178,15 @@ Tensor bmm_impl(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b);
-  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype());
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, TensorOptions(a.dtype(), a.device()));
   gemm_into(out, a, b);
   return out;
 }
 
 const Tensor& mm_out(const Tensor& out, const Tensor& a, const Tensor& b) {
   check_mm("mm_out", a, b);
-  BRAID_CHECK_ARG(out.defined() && out.device().is_cpu(), "mm_out: out must be a defined CPU tensor, got {}",
-                  out.describe());
+  BRAID_CHECK_ARG(out.defined() && out.device() == a.device(), "mm_out: out must be a defined tensor on {}, got {}",
+                  a.device().str(), out.describe());
   BRAID_CHECK_ARG(out.dtype() == a.dtype(), "mm_out: expected out to have scalar type {} but found {} (out {})",
                   torch_type_name(a.dtype()), torch_type_name(out.dtype()), out.describe());
   BRAID_CHECK_ARG(out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1),
@@ -206,8 +202,9 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   BRAID_CHECK_ARG(a.defined() && b.defined(), "dot: arguments must be defined tensors");
   BRAID_CHECK_ARG(a.dim() == 1 && b.dim() == 1, "dot: 1D tensors expected, but got {}D and {}D tensors ({}, {})",
                   a.dim(), b.dim(), a.describe(), b.describe());
-  BRAID_CHECK_ARG(!a.is_cuda() && !b.is_cuda(), "dot: CUDA matmul is not supported yet ({}, {})", a.describe(),
-                  b.describe());
+  BRAID_CHECK_ARG(a.device() == b.device(),
+                  "dot: expected all tensors to be on the same device, but found {} and {} ({}, {})",
+                  a.device().str(), b.device().str(), a.describe(), b.describe());
   BRAID_CHECK_ARG(a.dtype() == b.dtype(),
                   "dot: expected both vectors to have same dtype, but found {} and {} ({}, {})",
                   torch_type_name(a.dtype()), torch_type_name(b.dtype()), a.describe(), b.describe());
@@ -215,7 +212,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
                   "dot: inconsistent tensor size, expected tensor [{}] and src [{}] to have the same number of "
                   "elements, but got {} and {} elements respectively",
                   a.size(0), b.size(0), a.size(0), b.size(0));
-  Tensor out = Tensor::empty({1, 1}, a.dtype());
+  Tensor out = Tensor::empty({1, 1}, TensorOptions(a.dtype(), a.device()));
   gemm_into(out, a.unsqueeze(0), b.unsqueeze(1));
   return out.view({});
 }
@@ -225,7 +222,7 @@ Tensor mv(const Tensor& a, const Tensor& v) {
   BRAID_CHECK_ARG(a.dim() == 2 && v.dim() == 1, "mv: vector + matrix @ vector expected, got {}D and {}D ({}, {})",
                   a.dim(), v.dim(), a.describe(), v.describe());
   BRAID_CHECK_ARG(a.size(1) == v.size(0), "mv: size mismatch, got mat ({}), vec ({})", dims_str(a), dims_str(v));
-  Tensor out = Tensor::empty({a.size(0), 1}, a.dtype());
+  Tensor out = Tensor::empty({a.size(0), 1}, TensorOptions(a.dtype(), a.device()));
   gemm_into(out, a, v.unsqueeze(1));
   return out.view({a.size(0)});
 }

@@ -20,7 +20,7 @@
 namespace braid {
 namespace {
 
-// Elementwise layers (braid has no CUDA matmul yet): relu(w1 * x + b1) * w2.
+// Elementwise layers: relu(w1 * x + b1) * w2.
 class TwoLayers : public nn::Module {
  public:
   explicit TwoLayers(uint64_t seed) : nn::Module("TwoLayers") {

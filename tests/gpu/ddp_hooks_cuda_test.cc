@@ -2,8 +2,8 @@
 // CUDA, on GPU tensors"). A CUDA module under DDP over a one-rank NCCL group registers each hook; the same
 // model on the CPU under DDP over a one-rank in-process engine (exact: it leaves the data as it is)
 // registers the same hook. Over four steps the CUDA gradients must equal the CPU ones: the hook did the
-// same arithmetic on the GPU (casts, scaling, min/max quantization, PowerSGD's compression, which stages
-// its matrix products on the CPU). For the lossy hooks the CPU result must also differ from the plain
+// same arithmetic on the GPU (casts, scaling, min/max quantization, PowerSGD's compression with its
+// matrix products in cuBLAS). For the lossy hooks the CPU result must also differ from the plain
 // local gradient, so the comparison shows that the hook ran. Skips, saying so, without a GPU.
 #include <catch2/catch.hpp>
 
@@ -33,7 +33,7 @@
 namespace braid {
 namespace {
 
-// Elementwise layers (braid has no CUDA matmul): relu(w * x + b) * w with a 2-D w, so that PowerSGD has a
+// Elementwise layers: relu(w * x + b) * w with a 2-D w, so that PowerSGD has a
 // matrix to compress ([8, 16] at rank 1: 128 numbers become 24).
 class Elementwise2D : public nn::Module {
  public:

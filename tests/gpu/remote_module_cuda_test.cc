@@ -1,8 +1,8 @@
 // RemoteModule on a CUDA device (issue 6: "worker0/cuda:0"): the owner moves the module to its GPU, a
 // forward moves the CPU input there and the output back, distributed autograd's backward gives the GPU
 // parameter its gradient in the owner's context, and a DistributedOptimizer steps the GPU parameter.
-// One worker calling itself (the path is the same as between processes; braid has no CUDA matmul, so
-// the module is elementwise). Values against a hand computation. Skips, saying so, without a GPU.
+// One worker calling itself (the path is the same as between processes). Values against a hand
+// computation. Skips, saying so, without a GPU.
 #include <catch2/catch.hpp>
 
 #include <mutex>
