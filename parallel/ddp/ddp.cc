@@ -134,6 +134,18 @@ void DistributedDataParallel::collect_parameters() {
   if (!delayed_params.empty()) {
     delayed_ = DelayedAllreduce::create(std::move(delayed_params), std::move(delayed_names), options_.process_group);
   }
+  if (const Tensor& hook = options_.param_to_hook_all_reduce; hook.defined()) {
+    BRAID_CHECK_ARG(delayed_ != nullptr, "param_to_hook_all_reduce is set but delay_all_reduce_named_params is empty: "
+                    "it says when the delayed parameters' allreduce starts, so both are needed");
+    std::string hook_name;
+    for (const auto& [name, p] : module_->named_parameters()) {
+      if (p.unsafe_impl() == hook.unsafe_impl()) hook_name = name;
+    }
+    BRAID_CHECK_ARG(!hook_name.empty(), "param_to_hook_all_reduce ({}) is not a parameter of the module",
+                    hook.describe());
+    BRAID_CHECK_ARG(autograd::requires_grad(hook), "param_to_hook_all_reduce ({}) must require grad", hook_name);
+    delayed_->launch_after(hook, hook_name);
+  }
 }
 
 Reducer& DistributedDataParallel::reducer() const {

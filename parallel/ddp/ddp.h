@@ -55,6 +55,11 @@ struct DDPOptions {
   // ignored, DDP builds no Reducer and its forward is the module's (no buffer broadcast), as PyTorch's
   // _delay_all_reduce_all_params. Not supported with join() nor inside distributed autograd.
   std::vector<std::pair<std::string, Tensor>> delay_all_reduce_named_params;
+  // PyTorch's param_to_hook_all_reduce: with delay_all_reduce_named_params, the delayed allreduce starts as
+  // soon as this parameter's gradient has been accumulated (overlapping the rest of backward) instead of at
+  // the end of the pass; pick one whose gradient comes after every delayed one's (delayed_allreduce.h).
+  // Undefined: at the end of the pass. Needs delay_all_reduce_named_params.
+  Tensor param_to_hook_all_reduce;
   // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14). param_dtype: forward and backward run on
   // low-precision copies of the floating parameters (and floating inputs are cast to it), while the
   // parameters keep their full-precision values and get full-precision gradients (mixed_precision.h).

@@ -101,22 +101,81 @@ void DelayedAllreduce::queue_reduction() {
 }
 
 void DelayedAllreduce::reduce() {
+  std::shared_ptr<collectives::Work> launched;
+  std::string late;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_ = false;
+    launched = std::move(launched_);
+    late = std::move(late_);
+    launched_.reset();
+    late_.clear();
+  }
+  if (launched) {
+    launched->wait();
+    BRAID_CHECK_ARG(late.empty(),
+                    "delay_all_reduce_named_params: the gradient of {} was accumulated after the allreduce that "
+                    "param_to_hook_all_reduce ({}) started on rank {}, so the reduced gradients miss it: hook a "
+                    "parameter whose gradient comes after every delayed parameter's (e.g. the first layer's)",
+                    late, launch_param_, group_->rank());
+    return;
   }
   // Inside a distributed autograd context the gradients live in the context, not in .grad, so they are
   // not in the buffer either.
   BRAID_CHECK_ARG(autograd::current_grad_sink() == nullptr,
                   "delay_all_reduce_named_params: not supported for a backward pass inside a distributed autograd "
                   "context (rank {}): its gradients do not go to .grad", group_->rank());
+  launch();
+  std::shared_ptr<collectives::Work> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work = std::move(launched_);
+    launched_.reset();
+  }
+  work->wait();
+}
+
+void DelayedAllreduce::launch() {
   // A .grad that the caller set to none between forward and backward was recreated by the backward
   // outside the buffer: bring it back, so that it is reduced too.
   prepare_grads();
   autograd::NoGradGuard no_grad;
   buffer_.mul_(1.0 / group_->size());
   collectives::TensorList list{buffer_};
-  group_->allreduce(list)->wait();
+  auto work = group_->allreduce(list);
+  std::lock_guard<std::mutex> lock(mu_);
+  launched_ = std::move(work);
+}
+
+void DelayedAllreduce::launch_after(const Tensor& param, std::string name) {
+  BRAID_CHECK_ARG(launch_param_.empty(), "param_to_hook_all_reduce: set twice ({} and {})", launch_param_, name);
+  launch_param_ = std::move(name);
+  std::weak_ptr<DelayedAllreduce> weak = weak_from_this();
+  // The delayed parameters' hooks first: a parameter's hooks run in registration order, so a launch
+  // parameter that is itself delayed counts as accumulated before it launches.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    autograd::register_post_accumulate_grad_hook(params_[i], [weak, i](const Tensor&, const Tensor&) {
+      if (auto self = weak.lock()) self->on_delayed_accumulated(i);
+    });
+  }
+  autograd::register_post_accumulate_grad_hook(param, [weak](const Tensor&, const Tensor&) {
+    if (auto self = weak.lock()) self->on_launch_param_accumulated();
+  });
+}
+
+void DelayedAllreduce::on_launch_param_accumulated() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only in a synced pass (the sink queued the reduction) and once per pass; inside a distributed
+    // autograd context the end of the pass reports the error.
+    if (!queued_ || launched_ != nullptr || autograd::current_grad_sink() != nullptr) return;
+  }
+  launch();
+}
+
+void DelayedAllreduce::on_delayed_accumulated(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (launched_ != nullptr && late_.empty()) late_ = names_[i];
 }
 
 }  // namespace braid::parallel

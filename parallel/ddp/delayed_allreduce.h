@@ -16,6 +16,14 @@
 //     for: the gradients are averaged when backward returns.
 // Under no_sync no sink is attached: the gradients accumulate in the buffer, and the next synced iteration
 // reduces their sum, as for the bucketed parameters.
+//
+// With a launch parameter (PyTorch's param_to_hook_all_reduce, launch_after()), the allreduce starts as
+// soon as that parameter's gradient has been accumulated, overlapping the rest of backward, and the end of
+// the pass only waits for it. The caller picks a parameter whose gradient comes after every delayed one's
+// (the module's first layer, say): the launch point is then the same on every rank, as the collectives'
+// order requires. A delayed gradient accumulated after the launch would be missing from the result; the
+// end of the pass then fails, naming it. Unlike PyTorch (a hook on the gradient, before it is
+// accumulated), the launch follows the accumulation, so the launch parameter may itself be delayed.
 #pragma once
 
 #include <memory>
@@ -45,12 +53,18 @@ class DelayedAllreduce : public std::enable_shared_from_this<DelayedAllreduce> {
   // After a forward whose backward is to sync: the outputs that require grad come back through the sink
   // node (the others unchanged). The returned tensors are the ones the caller must use.
   std::vector<Tensor> attach_sink(const std::vector<Tensor>& outputs);
+  // Starts the allreduce once `param`'s gradient has been accumulated in a synced backward (see above).
+  // `name` is for messages.
+  void launch_after(const Tensor& param, std::string name);
 
  private:
   DelayedAllreduce(std::vector<Tensor> params, std::vector<std::string> names,
                    std::shared_ptr<collectives::ProcessGroup> group);
   void queue_reduction();  // from the sink's backward, on the backward pass's thread
   void reduce();           // the end-of-backward callback
+  void launch();           // buffer / ws, then the allreduce (not waited for)
+  void on_launch_param_accumulated();
+  void on_delayed_accumulated(size_t i);
   bool is_view(size_t i, const Tensor& grad) const;
 
   const std::vector<Tensor> params_;
@@ -61,6 +75,9 @@ class DelayedAllreduce : public std::enable_shared_from_this<DelayedAllreduce> {
 
   std::mutex mu_;
   bool queued_ = false;  // GUARDED_BY(mu_): the reduction of the running backward pass is queued
+  std::string launch_param_;                        // empty: the reduction starts at the end of the pass
+  std::shared_ptr<collectives::Work> launched_;     // GUARDED_BY(mu_): started by the launch parameter
+  std::string late_;                                // GUARDED_BY(mu_): a delayed gradient after the launch
 };
 
 }  // namespace braid::parallel

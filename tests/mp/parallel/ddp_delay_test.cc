@@ -2,7 +2,8 @@
 // buckets and are all-reduced once, at the end of backward, from one flat buffer their .grad views live
 // in. Parity with plain DDP over three SGD steps, with part or all of the parameters delayed (also with
 // find_unused_parameters, whose graph search walks through the sink node); the
-// interplay with params_and_buffers_to_ignore; no_sync; the argument errors.
+// interplay with params_and_buffers_to_ignore; no_sync; param_to_hook_all_reduce (parity, the launch
+// inside the backward pass, the error for a delayed gradient after the launch); the argument errors.
 #include <algorithm>
 
 #include "autograd/engine.h"
@@ -35,7 +36,8 @@ std::vector<std::pair<std::string, Tensor>> named(const nn::Module& m, const std
 // Trains a plain DDP and one with `delayed` (and `ignored`) on the same rank-local batches; a third copy
 // without DDP gives the local gradients the ignored-only parameters must keep.
 void check_against_plain(MpFixture& f, const std::vector<std::string>& delayed,
-                         const std::vector<std::string>& ignored = {}, bool find_unused = false) {
+                         const std::vector<std::string>& ignored = {}, bool find_unused = false,
+                         const std::string& hook_param = {}) {
   const int ws = f.size(), r = f.rank();
   auto plain_model = std::make_shared<ParityNet>(7);
   auto delay_model = std::make_shared<ParityNet>(7);
@@ -47,6 +49,7 @@ void check_against_plain(MpFixture& f, const std::vector<std::string>& delayed,
   DDPOptions delay_o = plain_o;
   delay_o.delay_all_reduce_named_params = named(*delay_model, delayed);
   delay_o.params_and_buffers_to_ignore = ignored;
+  if (!hook_param.empty()) delay_o.param_to_hook_all_reduce = named(*delay_model, {hook_param}).at(0).second;
   DistributedDataParallel plain(plain_model, plain_o);
   DistributedDataParallel delay(delay_model, delay_o);
   REQUIRE(delay.delayed_allreduce() != nullptr);
@@ -110,6 +113,48 @@ TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: gradients equal 
   SECTION("with params_and_buffers_to_ignore: a delayed parameter is reduced even when ignored") {
     check_against_plain(*this, {"fc1.weight"}, {"fc1.weight", "fc2.weight"});
   }
+  SECTION("param_to_hook_all_reduce: started once the first layer's gradient is in") {
+    check_against_plain(*this, {"fc2.weight", "fc3.weight"}, {}, false, "fc1.weight");
+  }
+  SECTION("param_to_hook_all_reduce on a delayed parameter itself") {
+    check_against_plain(*this, {"fc1.weight", "fc3.weight"}, {}, false, "fc1.weight");
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp param_to_hook_all_reduce: the allreduce starts before backward ends",
+                 "[ddp][delay]") {
+  // Every parameter is delayed (no Reducer, so no bucket collectives), and the hooked one's gradient is the
+  // last computed: the delayed allreduce is issued from inside the backward pass, by the time the hooked
+  // parameter's other post-accumulate hooks run, not by the end-of-pass callback.
+  auto model = std::make_shared<ParityNet>(7);
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.delay_all_reduce_named_params = named(*model, {"fc1.weight", "fc2.weight", "fc3.weight"});
+  o.param_to_hook_all_reduce = model->fc1->weight();
+  DistributedDataParallel ddp(model, o);
+  uint64_t seq_at_fc1 = 0;
+  autograd::register_post_accumulate_grad_hook(model->fc1->weight(), [&](const Tensor&, const Tensor&) {
+    seq_at_fc1 = o.process_group->sequence_number();  // after DDP's own hook (registered first) ran
+  });
+  const uint64_t before = o.process_group->sequence_number();
+  Generator gen(5);
+  autograd::backward(autograd::sum(ddp.forward(rand({2, 2}, {}, &gen))));
+  CHECK(seq_at_fc1 > before);  // the delayed allreduce was issued by then
+}
+
+TEST_CASE_METHOD(MpFixture, "ddp param_to_hook_all_reduce: a delayed gradient after the launch is an error",
+                 "[ddp][delay]") {
+  // fc3's gradient is computed first: hooking it starts the allreduce before fc1's delayed gradient exists.
+  auto model = std::make_shared<ParityNet>(7);
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.delay_all_reduce_named_params = named(*model, {"fc1.weight"});
+  o.param_to_hook_all_reduce = model->fc3->weight();
+  DistributedDataParallel ddp(model, o);
+  Generator gen(5);
+  CHECK_THROWS_WITH(autograd::backward(autograd::sum(ddp.forward(rand({2, 2}, {}, &gen)))),
+                    Catch::Contains("the gradient of fc1.weight was accumulated after the allreduce that "
+                                    "param_to_hook_all_reduce (fc3.weight) started"));
 }
 
 TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: buckets hold only the others", "[ddp][delay]") {
@@ -170,4 +215,11 @@ TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: argument errors"
   CHECK_THROWS_WITH(DistributedDataParallel(model, o), Catch::Contains("stranger is not a parameter of the module"));
   o.delay_all_reduce_named_params = {{"a", model->a}, {"a again", model->a}};
   CHECK_THROWS_WITH(DistributedDataParallel(model, o), Catch::Contains("is listed twice"));
+  o.delay_all_reduce_named_params = {};
+  o.param_to_hook_all_reduce = model->a;
+  CHECK_THROWS_WITH(DistributedDataParallel(model, o),
+                    Catch::Contains("param_to_hook_all_reduce is set but delay_all_reduce_named_params is empty"));
+  o.delay_all_reduce_named_params = {{"a", model->a}};
+  o.param_to_hook_all_reduce = ones({2});
+  CHECK_THROWS_WITH(DistributedDataParallel(model, o), Catch::Contains("is not a parameter of the module"));
 }
