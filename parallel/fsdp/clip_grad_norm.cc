@@ -58,7 +58,7 @@ double clip_grad_norm_(nn::Module& module, double max_norm, double norm_type) {
     auto it = per_group.begin();
     while (it != per_group.end() && it->group != unit->group()) ++it;
     if (it == per_group.end()) {
-      per_group.push_back({unit->group(), term, control_device(*unit->group(), p)});
+      per_group.push_back({unit->group(), term, control_device(*unit->group(), unit->device())});
     } else {
       it->value = combine(it->value, term);
     }

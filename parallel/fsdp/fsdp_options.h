@@ -58,6 +58,12 @@ struct FSDPOptions {
   // Backward prefetch (torch's BackwardPrefetch.BACKWARD_PRE): with the same recorded order, a unit's
   // pre-backward starts the all-gather of the unit whose forward came before it, whose backward is next.
   bool backward_prefetch = false;
+  // CPU offload (torch's CPUOffload(offload_params=True)): the parameter shards, and so their gradients
+  // and any optimizer state made from them, live in host memory between uses. Forward and backward gather
+  // them onto the parameters' device at fully_shard time (the unit's compute device, a GPU), and the
+  // gradient shards come back to the host, where the optimizer steps. Needs a sharded strategy. With CPU
+  // parameters there is nothing to move: accepted, no effect.
+  bool offload_params = false;
 
   bool resolved_reshard_after_forward() const {
     if (strategy == ShardingStrategy::NO_SHARD) return false;

@@ -70,6 +70,10 @@ FSDPUnit::FSDPUnit(nn::Module& module, std::string name, std::vector<std::pair<s
     dtype_ = params_.front().second.dtype();
     device_ = params_.front().second.device();
   }
+  BRAID_CHECK_ARG(!options_.offload_params || is_sharded(),
+                  "fully_shard({}): offload_params needs a sharded strategy, not NO_SHARD (the full parameters "
+                  "would have to travel to the device for every forward)", name_);
+  shard_device_ = options_.offload_params ? Device::cpu() : device_;
   const auto& mp = options_.mixed_precision;
   param_dtype_ = mp.param_dtype.value_or(dtype_);
   reduce_dtype_ = mp.reduce_dtype.value_or(param_dtype_);
@@ -118,7 +122,8 @@ void FSDPUnit::shard_parameters() {
   shards_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
-    const Tensor shard = layout_.shard_of(p, i, rank_).clone();
+    const Tensor rows = layout_.shard_of(p, i, rank_);
+    const Tensor shard = shard_device_ == device_ ? rows.clone() : rows.to(shard_device_);
     p.set_data(shard);
     // A full-size gradient would no longer match the parameter: drop it (fully_shard starts a fresh step).
     autograd::set_grad(p, Tensor());
@@ -353,9 +358,10 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
   }
   scatter_output_.mul_(Scalar(1.0 / (static_cast<double>(world_) * replicas)));
   for (size_t i = 0; i < params_.size(); ++i) {
-    // A fresh tensor: AccumulateGrad may keep it as .grad, and the buffer is reused next step.
+    // A fresh tensor: AccumulateGrad may keep it as .grad, and the buffer is reused next step. With
+    // offload_params it goes where the shard is.
     const Tensor mine = layout_.block_segment(scatter_output_, i).narrow(0, 0, layout_.param(i).shard_rows(rank_));
-    out[i] = fresh_copy(mine, dtype_);
+    out[i] = shard_device_ == device_ ? fresh_copy(mine, dtype_) : mine.to(dtype_).to(shard_device_);
   }
 }
 

@@ -52,8 +52,10 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   const FSDPOptions& options() const { return options_; }
   const std::shared_ptr<collectives::ProcessGroup>& group() const { return group_; }
   const ShardLayout& layout() const { return layout_; }
-  // The device of the unit's parameters (CPU for a unit without parameters).
+  // The device the unit computes on: its parameters' device at fully_shard time (CPU for a unit without
+  // parameters). The shards live there too, or in host memory with options().offload_params.
   const Device& device() const { return device_; }
+  const Device& shard_device() const { return shard_device_; }
   bool is_sharded() const { return options_.strategy != ShardingStrategy::NO_SHARD; }
   // Whether the parameter handles currently hold full tensors.
   bool is_unsharded() const { return unsharded_; }
@@ -103,6 +105,7 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   DType param_dtype_ = DType::Float32;    // of the gathered parameters (mixed precision)
   DType reduce_dtype_ = DType::Float32;   // of the gradient reduction
   Device device_ = Device::cpu();
+  Device shard_device_ = Device::cpu();   // device_, or the host with offload_params
 
   bool unsharded_ = false;
   bool unshard_pending_ = false;

@@ -3,6 +3,7 @@
 #include "autograd/grad_mode.h"
 #include "base/check.h"
 #include "base/error.h"
+#include "parallel/control_device.h"
 #include "parallel/fsdp/fsdp_unit.h"
 #include "parallel/fsdp/unit_registry.h"
 #include "tensor/factory.h"
@@ -24,17 +25,20 @@ std::pair<std::shared_ptr<FSDPUnit>, const ParamShardSpec*> sharding_of(const Te
 
 // Every rank's rows of a shard-shaped state tensor, as the full tensor (collective over the unit's group).
 Tensor gather_rows(const FSDPUnit& unit, const ParamShardSpec& spec, const Tensor& shard) {
+  // Communicated where the group takes tensors (the unit's GPU on NCCL, even for offloaded shards),
+  // returned where the shard lives.
+  const Device comm = control_device(*unit.group(), unit.device());
   Shape padded_shape = spec.full_shape;
   padded_shape[0] = spec.rows_per_rank;
-  Tensor padded = zeros(padded_shape, TensorOptions(shard.dtype(), shard.device()));
+  Tensor padded = zeros(padded_shape, TensorOptions(shard.dtype(), comm));
   if (shard.size(0) > 0) padded.narrow(0, 0, shard.size(0)).copy_(shard);
   Shape gathered_shape = spec.full_shape;
   gathered_shape[0] = spec.rows_per_rank * unit.group()->size();
-  Tensor gathered = empty(gathered_shape, TensorOptions(shard.dtype(), shard.device()));
+  Tensor gathered = empty(gathered_shape, TensorOptions(shard.dtype(), comm));
   Tensor in = padded.view({-1});
   Tensor out = gathered.view({-1});
   unit.group()->allgather_into_tensor(out, in)->wait();
-  return gathered.narrow(0, 0, spec.rows).clone();
+  return gathered.narrow(0, 0, spec.rows).clone().to(shard.device());
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // group, with prefetching on. With one rank the shards are the whole parameters, but every collective of
 // a step still runs through NCCL on the GPU (all-gather before forward and backward, reduce-scatter of
 // the gradients, allreduce for NO_SHARD) and the gathered parameters live in plain device allocations
-// rather than the CPU's releasable mapping. Three SGD steps must give the losses, gradients and
+// rather than the CPU's releasable mapping; with offload_params the shards and gradients stay in host memory
+// and the optimizer steps there. Three SGD steps must give the losses, gradients and
 // parameters of the same model trained without FSDP on the GPU, with clip_grad_norm_ in the second step.
 // Skips, saying so, without a GPU.
 #include <catch2/catch.hpp>
@@ -77,6 +78,7 @@ struct StrategyCase {
   const char* name;
   fsdp::ShardingStrategy strategy;
   std::optional<bool> reshard_after_forward;
+  bool offload = false;
 };
 
 TEST_CASE("fsdp: CUDA units over NCCL train like the unsharded model", "[gpu][fsdp]") {
@@ -86,6 +88,8 @@ TEST_CASE("fsdp: CUDA units over NCCL train like the unsharded model", "[gpu][fs
       {"FULL_SHARD, no reshard after forward", fsdp::ShardingStrategy::FULL_SHARD, false},
       {"SHARD_GRAD_OP", fsdp::ShardingStrategy::SHARD_GRAD_OP, std::nullopt},
       {"NO_SHARD", fsdp::ShardingStrategy::NO_SHARD, std::nullopt},
+      {"FULL_SHARD, offload_params", fsdp::ShardingStrategy::FULL_SHARD, std::nullopt, true},
+      {"SHARD_GRAD_OP, offload_params", fsdp::ShardingStrategy::SHARD_GRAD_OP, std::nullopt, true},
   };
   for (const bool linear : {false, true}) {
     for (const StrategyCase& c : cases) {
@@ -99,6 +103,7 @@ TEST_CASE("fsdp: CUDA units over NCCL train like the unsharded model", "[gpu][fs
       fsdp::FSDPOptions o;
       o.strategy = c.strategy;
       o.reshard_after_forward = c.reshard_after_forward;
+      o.offload_params = c.offload;
       o.forward_prefetch = true;
       o.backward_prefetch = true;
       for (auto& b : sharded->blocks) fsdp::fully_shard(*b, group, o);
@@ -143,8 +148,9 @@ TEST_CASE("fsdp: CUDA units over NCCL train like the unsharded model", "[gpu][fs
           INFO(params[i].first);
           const Tensor grad = autograd::grad(params[i].second);
           REQUIRE(grad.defined());
-          CHECK(grad.is_cuda());
-          CHECK(params[i].second.is_cuda());
+          // Offloaded: the shards and their gradients are in host memory between uses.
+          CHECK(grad.is_cuda() == !c.offload);
+          CHECK(params[i].second.is_cuda() == !c.offload);
           CHECK(allclose(grad.cpu(), autograd::grad(ref_params[i].second).cpu(), 1e-5, 1e-6));
         }
         ref_opt.step();

@@ -63,6 +63,11 @@ fsdp::FSDPOptions prefetching(fsdp::FSDPOptions o, bool backward = false) {
   return o;
 }
 
+fsdp::FSDPOptions offloading(fsdp::FSDPOptions o) {
+  o.offload_params = true;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batch", "[fsdp]") {
@@ -76,6 +81,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: training equals one process on the whole batc
       {"FULL_SHARD, forward_prefetch", prefetching(strategy(S::FULL_SHARD))},
       {"SHARD_GRAD_OP, forward_prefetch", prefetching(strategy(S::SHARD_GRAD_OP))},
       {"FULL_SHARD, forward and backward prefetch", prefetching(strategy(S::FULL_SHARD), true)},
+      {"FULL_SHARD, offload_params (CPU parameters: nothing moves)", offloading(strategy(S::FULL_SHARD))},
   };
   for (Model m : {Model::Mlp, Model::NarrowMlp, Model::Nested}) {
     for (const auto& [label, options] : configs) {

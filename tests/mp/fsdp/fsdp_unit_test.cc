@@ -97,6 +97,14 @@ TEST_CASE_METHOD(MpFixture, "fsdp: fully_shard errors name the unit and the prob
     CHECK_THROWS_WITH(fsdp::fully_shard(b, group, {}, "b"),
                       Catch::Contains("parameter 'w' of unit 'b' is already managed by unit 'a'"));
   }
+  SECTION("offload_params without sharding") {
+    nn::Linear l(2, 2);
+    fsdp::FSDPOptions o;
+    o.strategy = fsdp::ShardingStrategy::NO_SHARD;
+    o.offload_params = true;
+    CHECK_THROWS_WITH(fsdp::fully_shard(l, group, o),
+                      Catch::Contains("fully_shard(Linear): offload_params needs a sharded strategy"));
+  }
   SECTION("ranks shard different models") {
     nn::Linear l(8, rank() == 1 ? 5 : 4);
     CHECK_THROWS_WITH(fsdp::fully_shard(l, group), Catch::Contains("rank 1 of group") &&
