@@ -35,8 +35,6 @@ namespace coll = braid::collectives;
 
 namespace {
 
-constexpr double kRtol = 1e-5;
-constexpr double kAtol = 1e-6;
 constexpr int kSteps = 3;
 constexpr double kLr = 0.01;  // the seed's _train_for_several_steps
 

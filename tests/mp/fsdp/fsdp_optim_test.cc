@@ -25,9 +25,6 @@ namespace fsdp = braid::parallel::fsdp;
 
 namespace {
 
-constexpr double kRtol = 1e-5;
-constexpr double kAtol = 1e-6;
-
 // One step's batch: the whole of it for the reference, this rank's rows for the sharded model.
 struct Batch {
   Tensor input, target;

@@ -49,9 +49,13 @@ void with_full_parameters(nn::Module& model, Check check) {
   for (auto& u : units) u->reshard();
 }
 
+// The float32 parity tolerance the FSDP tests share.
+inline constexpr double kRtol = 1e-5;
+inline constexpr double kAtol = 1e-6;
+
 struct ParityTolerance {
-  double rtol = 1e-5;
-  double atol = 1e-6;
+  double rtol = kRtol;
+  double atol = kAtol;
 };
 
 // One parity run: `reference` is the unsharded model (every rank builds the same one), `sharded` the same

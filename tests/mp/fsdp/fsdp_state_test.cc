@@ -30,9 +30,6 @@ namespace coll = braid::collectives;
 
 namespace {
 
-constexpr double kRtol = 1e-5;
-constexpr double kAtol = 1e-6;
-
 // Shard groups of `s` consecutive ranks and replicate groups of the ranks with the same index in theirs;
 // every rank creates every group in the same order and keeps its own.
 struct HybridGroups {

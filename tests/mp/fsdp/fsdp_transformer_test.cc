@@ -20,8 +20,6 @@ namespace fsdp = braid::parallel::fsdp;
 
 namespace {
 
-constexpr double kRtol = 1e-5;
-constexpr double kAtol = 1e-6;
 constexpr int64_t kLocalBatch = 2;  // the seed's bs
 constexpr int64_t kSrcLen = 6;      // the seed's src is 6 x bs, tgt 4 x bs
 constexpr int64_t kTgtLen = 4;
