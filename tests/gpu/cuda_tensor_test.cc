@@ -18,18 +18,12 @@
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/reduce.h"
 #include "tensor/tensor.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace braid {
 namespace {
 
-// True (after a visible warning) when there is no GPU to test on.
-bool no_gpu() {
-  if (cuda::device_count() == 0) {
-    WARN("skipped: no CUDA device (" << cuda::unavailable_reason() << ")");
-    return true;
-  }
-  return false;
-}
+using gpu_test::no_gpu;
 
 const Device kGpu = Device::cuda(0);
 

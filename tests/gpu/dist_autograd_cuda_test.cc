@@ -12,17 +12,14 @@
 #include "rpc/api.h"
 #include "store/hash_store.h"
 #include "tensor/compare.h"
-#include "tensor/cuda/device_api.h"
 #include "tensor/factory.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace braid {
 namespace {
 
 TEST_CASE("dist_autograd: the gradient of a CUDA tensor sent through RPC lands on its GPU", "[gpu][dist_autograd]") {
-  if (cuda::device_count() == 0) {
-    WARN("skipped: no CUDA device (" << cuda::unavailable_reason() << ")");
-    return;
-  }
+  if (gpu_test::no_gpu()) return;
   static std::once_flag once;
   std::call_once(once, [] {
     rpc::global_registry().add_function("gpu_da.mul", [](const rpc::Args& a) -> rpc::Value {

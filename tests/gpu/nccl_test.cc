@@ -25,29 +25,17 @@
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
 #include "tensor/tensor.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace braid::collectives {
 namespace {
 
-bool no_gpu() {
-  if (cuda::device_count() == 0) {
-    WARN("skipped: no CUDA device (" << cuda::unavailable_reason() << ")");
-    return true;
-  }
-  return false;
-}
+using gpu_test::no_gpu;
 
 const DType kDTypes[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64};
 
 std::shared_ptr<ProcessGroup> make_group(Millis timeout = Millis(60'000)) {
-  BackendOptions options;
-  options.rank = 0;
-  options.size = 1;
-  options.group_name = "nccl-test";
-  options.store = std::make_shared<store::HashStore>();
-  options.timeout = timeout;
-  options.cuda_device = 0;
-  return create_nccl_process_group(options);
+  return gpu_test::one_rank_nccl_group("nccl-test", timeout);
 }
 
 // Small integers, exact in every tested dtype: ((7 i + seed) mod 13) - 6.
