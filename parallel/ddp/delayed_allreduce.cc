@@ -125,26 +125,17 @@ void DelayedAllreduce::reduce() {
   BRAID_CHECK_ARG(autograd::current_grad_sink() == nullptr,
                   "delay_all_reduce_named_params: not supported for a backward pass inside a distributed autograd "
                   "context (rank {}): its gradients do not go to .grad", group_->rank());
-  launch();
-  std::shared_ptr<collectives::Work> work;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    work = std::move(launched_);
-    launched_.reset();
-  }
-  work->wait();
+  launch()->wait();
 }
 
-void DelayedAllreduce::launch() {
+std::shared_ptr<collectives::Work> DelayedAllreduce::launch() {
   // A .grad that the caller set to none between forward and backward was recreated by the backward
   // outside the buffer: bring it back, so that it is reduced too.
   prepare_grads();
   autograd::NoGradGuard no_grad;
   buffer_.mul_(1.0 / group_->size());
   collectives::TensorList list{buffer_};
-  auto work = group_->allreduce(list);
-  std::lock_guard<std::mutex> lock(mu_);
-  launched_ = std::move(work);
+  return group_->allreduce(list);
 }
 
 void DelayedAllreduce::launch_after(const Tensor& param, std::string name) {
@@ -170,7 +161,9 @@ void DelayedAllreduce::on_launch_param_accumulated() {
     // autograd context the end of the pass reports the error.
     if (!queued_ || launched_ != nullptr || autograd::current_grad_sink() != nullptr) return;
   }
-  launch();
+  auto work = launch();
+  std::lock_guard<std::mutex> lock(mu_);
+  launched_ = std::move(work);
 }
 
 void DelayedAllreduce::on_delayed_accumulated(size_t i) {

@@ -62,7 +62,7 @@ class DelayedAllreduce : public std::enable_shared_from_this<DelayedAllreduce> {
                    std::shared_ptr<collectives::ProcessGroup> group);
   void queue_reduction();  // from the sink's backward, on the backward pass's thread
   void reduce();           // the end-of-backward callback
-  void launch();           // buffer / ws, then the allreduce (not waited for)
+  std::shared_ptr<collectives::Work> launch();  // buffer / ws, then the allreduce (not waited for)
   void on_launch_param_accumulated();
   void on_delayed_accumulated(size_t i);
   bool is_view(size_t i, const Tensor& grad) const;
