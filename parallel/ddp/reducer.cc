@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
+#include "tensor/streaming_copy.h"
 
 namespace braid::parallel {
 
@@ -18,26 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-template <class T>
-void scaled_copy(T* dst, const T* src, int64_t n, T scale) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
-}
-
-// slot = grad * scale in one pass over the data (the default hook's division by the world size folded into
-// the copy into the bucket). Contiguous float32/float64 CPU tensors of one dtype take the direct loop;
-// anything else copies (converting dtype and device) and then scales the slot.
-void copy_scaled(const Tensor& slot, const Tensor& grad, double scale) {
-  if (slot.device().is_cpu() && grad.device().is_cpu() && slot.dtype() == grad.dtype() && slot.is_contiguous() &&
-      grad.is_contiguous() && slot.numel() == grad.numel()) {
-    if (slot.dtype() == DType::Float32) {
-      return scaled_copy(slot.data<float>(), grad.data<float>(), slot.numel(), static_cast<float>(scale));
-    }
-    if (slot.dtype() == DType::Float64) return scaled_copy(slot.data<double>(), grad.data<double>(), slot.numel(), scale);
-  }
-  slot.copy_(grad);
-  if (scale != 1.0) slot.mul_(scale);
 }
 
 }  // namespace
@@ -120,13 +101,7 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& bucket_indic
     if (!bucket.sparse) {
       const DType dtype = options_.reduce_dtype.value_or(first.dtype());
       BRAID_CHECK_ARG(is_floating(dtype), "Reducer: reduce_dtype must be floating, got {}", dtype_name(dtype));
-      bucket.buffer = zeros({numel}, TensorOptions(dtype, first.device()));
-      int64_t offset = 0;
-      for (size_t i : vars) {
-        const Tensor& p = params_[i];
-        bucket.views.push_back(bucket.buffer.slice(0, offset, offset + p.numel()).view(p.shape()));
-        offset += p.numel();
-      }
+      attach_buffer(bucket, zeros({numel}, TensorOptions(dtype, first.device())));
     }
     buckets.push_back(std::move(bucket));
   }
@@ -156,6 +131,17 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& bucket_indic
     size_t bytes = 0;
     for (size_t i : b.variables) bytes += static_cast<size_t>(params_[i].nbytes());
     stats_.bucket_bytes.push_back(bytes);
+  }
+}
+
+void Reducer::attach_buffer(Bucket& bucket, Tensor buffer) {
+  bucket.buffer = std::move(buffer);
+  bucket.views.clear();
+  int64_t offset = 0;
+  for (size_t i : bucket.variables) {
+    const Tensor& p = params_[i];
+    bucket.views.push_back(bucket.buffer.slice(0, offset, offset + p.numel()).view(p.shape()));
+    offset += p.numel();
   }
 }
 
@@ -239,6 +225,8 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   marked_unused_ = false;
   ready_.assign(params_.size(), false);
   std::fill(grads_.begin(), grads_.end(), Tensor());
+  had_grad_.resize(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) had_grad_[i] = autograd::grad(params_[i]).defined();
   std::fill(local_used_.begin(), local_used_.end(), 0);
   for (auto& b : buckets_) {
     b.pending = b.variables.size();
@@ -327,11 +315,14 @@ void Reducer::mark_variable_ready(size_t index, const Tensor& grad) {
   } else if (!grad.defined()) {
     bucket.views[slot].zero_();
   } else if (hook_) {  // a comm hook gets the local gradients, undivided
-    if (grad.storage() != bucket.buffer.storage()) bucket.views[slot].copy_(grad.is_sparse() ? grad.sparse().to_dense() : grad);
+    if (grad.storage() != bucket.buffer.storage()) {
+      copy_scaled_streaming(bucket.views[slot], grad.is_sparse() ? grad.sparse().to_dense() : grad);
+    }
   } else if (grad.storage() != bucket.buffer.storage()) {
     // The default hook averages: the division by the world size happens here, in the copy into the bucket,
-    // instead of in a separate pass over the whole bucket at launch.
-    copy_scaled(bucket.views[slot], grad.is_sparse() ? grad.sparse().to_dense() : grad, 1.0 / divisor_);
+    // instead of in a separate pass over the whole bucket at launch. The bucket is read next by the
+    // engine, after more of backward has run: streaming stores (see streaming_copy.h).
+    copy_scaled_streaming(bucket.views[slot], grad.is_sparse() ? grad.sparse().to_dense() : grad, 1.0 / divisor_);
   } else {
     bucket.views[slot].mul_(1.0 / divisor_);  // .grad is the slot (gradient_as_bucket_view)
   }

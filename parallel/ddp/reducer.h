@@ -117,12 +117,14 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
           std::vector<bool> expect_sparse_gradient, ReducerOptions options);
   void install_hooks();
   void build_buckets(const std::vector<std::vector<size_t>>& bucket_indices);  // caller holds mu_
+  void attach_buffer(Bucket& bucket, Tensor buffer);  // the bucket's flat buffer and its per-parameter views
   void autograd_hook(size_t index, const Tensor& grad);
   void mark_variable_ready(size_t index, const Tensor& grad);  // caller holds mu_
   void launch_ready_buckets();                                   // caller holds mu_
   Future<Tensor> run_comm_hook(size_t b);                        // caller holds mu_
   void finalize_backward();
   void write_back(size_t b, const Tensor& reduced, const std::vector<int32_t>& global_used);
+  bool hand_over_buffer(size_t b, const std::vector<int32_t>& global_used);  // caller holds mu_
   void rebuild_buckets();                                        // caller holds mu_
   std::vector<size_t> unready_variables() const;                 // caller holds mu_
   std::string describe(size_t index) const;
@@ -148,6 +150,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   size_t next_bucket_ = 0;
   std::vector<bool> ready_;
   std::vector<Tensor> grads_;          // the gradient each hook saw (written back at finalize)
+  std::vector<bool> had_grad_;         // .grad was defined when this backward was prepared
   std::vector<int32_t> local_used_;
   std::vector<size_t> unused_;         // locally unused (find_unused_parameters / static graph)
   bool marked_unused_ = false;

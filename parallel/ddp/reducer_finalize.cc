@@ -12,6 +12,7 @@
 #include "parallel/ddp/reducer.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
+#include "tensor/streaming_copy.h"
 
 namespace braid::parallel {
 
@@ -127,6 +128,7 @@ void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int3
   if (reduced.storage() != bucket.buffer.storage() || reduced.storage_offset() != bucket.buffer.storage_offset()) {
     bucket.buffer.copy_(reduced.reshape({reduced.numel()}));
   }
+  if (hand_over_buffer(b, global_used)) return;
   const bool into_grad = autograd::current_grad_sink() == nullptr;
   for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
     const size_t i = bucket.variables[slot];
@@ -137,11 +139,37 @@ void Reducer::write_back(size_t b, const Tensor& reduced, const std::vector<int3
     if (as_view_ && into_grad) {
       autograd::set_grad(params_[i], view);
     } else if (g.defined()) {
-      g.copy_(view);
+      copy_scaled_streaming(g, view);  // read next by the optimizer, after the other buckets' copies
     } else {
       assign_grad(params_[i], view.to(params_[i].dtype()).clone());
     }
   }
+}
+
+// Without gradient_as_bucket_view PyTorch copies each averaged slot back into .grad. When every gradient of
+// the bucket was created by this backward (no .grad before it: zero_grad(set_to_none) or the first step),
+// nobody else has seen those tensors yet, so .grad becomes the slot itself and the bucket takes a fresh
+// buffer from the allocator for the next iteration: the same values and the same memory, without a pass
+// over the whole model's gradients after the last reduction. A .grad that existed before backward keeps
+// its identity and gets the values copied in, as in PyTorch.
+bool Reducer::hand_over_buffer(size_t b, const std::vector<int32_t>& global_used) {
+  Bucket& bucket = buckets_[b];
+  if (as_view_ || bucket.sparse || autograd::current_grad_sink() != nullptr) return false;
+  for (size_t i : bucket.variables) {
+    const bool globally_unused = !global_used.empty() && global_used[i] == 0;
+    if (had_grad_.at(i) || globally_unused || bucket.buffer.dtype() != params_[i].dtype() ||
+        bucket.buffer.device() != params_[i].device()) {
+      return false;
+    }
+  }
+  for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
+    const size_t i = bucket.variables[slot];
+    autograd::set_grad(params_[i], bucket.views[slot]);
+    grads_[i] = Tensor();  // the gradient this backward made goes back to the allocator now
+  }
+  // Every slot is written again before the next launch (a gradient, or zeros for an unused parameter).
+  attach_buffer(bucket, empty({bucket.buffer.numel()}, TensorOptions(bucket.buffer.dtype(), bucket.buffer.device())));
+  return true;
 }
 
 void Reducer::join_shadow_iteration() {

@@ -77,6 +77,64 @@ TEST_CASE_METHOD(MpFixture, "ddp: gradients equal a single process on the whole 
   }
 }
 
+// Without gradient_as_bucket_view a gradient the backward created becomes its bucket slot, and the bucket
+// takes a new buffer: the gradients a caller kept from one step must not change in the next. A .grad that
+// existed before backward keeps its tensor and gets the values copied in (PyTorch's copy_).
+TEST_CASE_METHOD(MpFixture, "ddp: gradients written back without the view are the caller's to keep", "[ddp]") {
+  const int ws = size(), r = rank();
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.bucket_cap_mb = 0.001;
+  auto local = std::make_shared<ParityNet>(7);
+  auto vanilla = std::make_shared<ParityNet>(7);
+  DistributedDataParallel ddp(local, o);
+  const auto step = [&](int it) {
+    Generator gen(99 + static_cast<uint64_t>(it));
+    const Tensor input = rand({ws * 2, 2}, {}, &gen);
+    const Tensor target = rand({ws * 2, 4}, {}, &gen);
+    autograd::backward(autograd::mse_loss(vanilla->forward(input), target));
+    autograd::backward(autograd::mse_loss(ddp.forward(input.slice(0, 2 * r, 2 * r + 2)),
+                                          target.slice(0, 2 * r, 2 * r + 2)));
+  };
+  const auto grads = [](nn::Module& m) {
+    std::vector<Tensor> out;
+    for (const auto& p : m.parameters()) out.push_back(autograd::grad(p));
+    return out;
+  };
+  for (int it = 0; it < 3; ++it) {  // the first iterations build and rebuild the buckets
+    INFO("iteration " << it);
+    step(it);
+    const std::vector<Tensor> kept = grads(*local);
+    std::vector<Tensor> values;
+    for (const Tensor& g : kept) values.push_back(g.clone());
+    vanilla->zero_grad(true);
+    local->zero_grad(true);  // .grad = None: the next backward's gradients are new tensors
+    step(it + 10);
+    const std::vector<Tensor> now = grads(*local), want = grads(*vanilla);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(equal(kept[i], values[i]));
+      CHECK(now[i].data_ptr() != kept[i].data_ptr());
+      CHECK(allclose(now[i], want[i], 1e-5, 1e-7));
+    }
+    vanilla->zero_grad(true);
+    local->zero_grad(true);
+  }
+  SECTION("a .grad that exists before backward keeps its tensor") {
+    step(20);
+    local->zero_grad(false);
+    vanilla->zero_grad(false);
+    const std::vector<Tensor> before = grads(*local);
+    step(21);
+    const std::vector<Tensor> after = grads(*local), want = grads(*vanilla);
+    for (size_t i = 0; i < before.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(after[i].data_ptr() == before[i].data_ptr());
+      CHECK(allclose(after[i], want[i], 1e-5, 1e-7));
+    }
+  }
+}
+
 TEST_CASE_METHOD(MpFixture, "ddp: mixed precision reduces in bfloat16 and casts buffers", "[ddp]") {
   struct WithBuffer : nn::Module {
     WithBuffer() : nn::Module("B") {
