@@ -1,6 +1,7 @@
 #include "tensor/streaming_copy.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -15,23 +16,21 @@ void scaled_loop(T* dst, const T* src, int64_t n, T scale) {
 }
 
 #if defined(__SSE2__)
-// SSE2 is part of x86-64 itself, so these need no CPU check. Head and tail elements around the 16-byte
+// SSE2 is part of x86-64 itself, so this needs no CPU check. Head and tail elements around the 16-byte
 // aligned middle use ordinary stores; the fence orders the streaming stores before what follows (another
 // thread, such as a communication engine's, may read the destination next).
-void stream_scaled(float* dst, const float* src, int64_t n, float scale) {
+template <class T>
+void stream_scaled(T* dst, const T* src, int64_t n, T scale) {
+  constexpr int64_t kLanes = 16 / sizeof(T);
   int64_t i = 0;
   for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i] * scale;
-  const __m128 s = _mm_set1_ps(scale);
-  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_mul_ps(_mm_loadu_ps(src + i), s));
-  scaled_loop(dst + i, src + i, n - i, scale);
-  _mm_sfence();
-}
-
-void stream_scaled(double* dst, const double* src, int64_t n, double scale) {
-  int64_t i = 0;
-  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i] * scale;
-  const __m128d s = _mm_set1_pd(scale);
-  for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_mul_pd(_mm_loadu_pd(src + i), s));
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128 s = _mm_set1_ps(scale);
+    for (; i + kLanes <= n; i += kLanes) _mm_stream_ps(dst + i, _mm_mul_ps(_mm_loadu_ps(src + i), s));
+  } else {
+    const __m128d s = _mm_set1_pd(scale);
+    for (; i + kLanes <= n; i += kLanes) _mm_stream_pd(dst + i, _mm_mul_pd(_mm_loadu_pd(src + i), s));
+  }
   scaled_loop(dst + i, src + i, n - i, scale);
   _mm_sfence();
 }
