@@ -301,8 +301,10 @@ void DistributedDataParallel::before_forward() {
 }
 
 TensorList DistributedDataParallel::after_forward(TensorList outputs) {
-  if (reducer_ && buffer_hook_ && buffer_hook_location_ == BufferCommHookLocation::kPostForward &&
-      will_sync_module_buffers()) {
+  // Under a Join every rank must call the hook in the same iterations, joined ones included: the Join's
+  // agreed verdict decides, not this rank's own no_sync state.
+  const bool buffers = join_enabled_ ? join_buffer_sync_ : will_sync_module_buffers();
+  if (reducer_ && buffer_hook_ && buffer_hook_location_ == BufferCommHookLocation::kPostForward && buffers) {
     sync_buffers();
   }
   const bool sync = autograd::GradMode::is_enabled() && require_backward_grad_sync_;

@@ -163,8 +163,9 @@ class DistributedDataParallel : public nn::Module {
   // Join: the collectives every forward adds while a Join lives (count of training ranks, the global
   // grad-sync flag, the buffers' source), and a joined rank's stand-in for one iteration of the others.
   bool join_forward_prologue(bool active);
-  void join_shadow_iteration();
+  bool join_sync_step(bool active);  // steps 2 and 3: the global grad-sync flag, then the buffers
   void join_finish();
+  void run_buffer_hook_and_wait();  // a joined rank's call of the buffer hook: no backward will wait for it
   std::vector<Tensor> synced_buffers() const;
   std::map<std::string, Tensor> named_synced_buffers() const;
   bool will_sync_module_buffers() const;
@@ -189,6 +190,7 @@ class DistributedDataParallel : public nn::Module {
   bool join_throw_ = false;      // throw_on_early_termination of the current Join
   bool join_exhausted_ = false;  // join_finish threw because this rank ran out of inputs first
   int64_t join_iterations_ = 0;  // forwards run inside the current Join
+  bool join_buffer_sync_ = false;  // the Join's verdict on this iteration's buffer sync (every rank agrees)
 };
 
 }  // namespace braid::parallel

@@ -3,7 +3,10 @@
 //   1. allreduce SUM of "still training" (1 or 0): 0 means every rank has joined;
 //   2. allreduce SUM of "wants grad sync" (joined ranks 0): 0 means the whole group is in no_sync;
 //   3. when buffers are broadcast: allreduce MAX of the rank (joined: -1), then the buffer broadcast from it;
+//      with a buffer comm hook before the forward, the hook's collectives instead (joined ranks call it
+//      with their own buffers, as PyTorch's join hook does);
 //   4. the bucket rebuild's broadcast, once, in the iteration where it happens;
+//   4b. with a buffer comm hook after the forward: the hook's collectives;
 //   5. one comm-hook call per bucket (joined ranks: zeros), then the used-map allreduce when unused
 //      parameters are searched.
 // With throw_on_early_termination the count of step 1 is the whole protocol: a count below the world size
@@ -44,17 +47,29 @@ bool DistributedDataParallel::join_forward_prologue(bool active) {
     ++join_iterations_;
     reducer_->set_divisor(join_divide_by_initial_ ? options_.process_group->size() : training);
   }
+  return join_sync_step(active);
+}
+
+bool DistributedDataParallel::join_sync_step(bool active) {
   const bool sync = allreduce_scalar(active && require_backward_grad_sync_ ? 1.0 : 0.0,
                                      collectives::ReduceOp::SUM) > 0;
-  if (options_.broadcast_buffers && sync && !synced_buffers().empty()) {
+  join_buffer_sync_ = options_.broadcast_buffers && sync && !synced_buffers().empty();
+  if (join_buffer_sync_ && !buffer_hook_) {
     // From a rank still training: a joined rank's buffers stopped changing when it joined.
     const int common = static_cast<int>(
         allreduce_scalar(active ? options_.process_group->rank() : -1.0, collectives::ReduceOp::MAX));
     BRAID_CHECK_TYPED(InternalError, common >= 0,
                       "BUG! Expected rank_cond to be true for at least one process. This indicates a bug in braid.");
     sync_module_states(false, true, common);
+  } else if (join_buffer_sync_ && buffer_hook_location_ == BufferCommHookLocation::kPreForward) {
+    if (active) sync_buffers();
+    else run_buffer_hook_and_wait();
   }
   return sync;
+}
+
+void DistributedDataParallel::run_buffer_hook_and_wait() {
+  for (const auto& f : buffer_hook_(named_synced_buffers())) (void)f.value();  // rethrows a failed one
 }
 
 DistributedDataParallel::Join::Join(DistributedDataParallel& ddp, bool divide_by_initial_world_size, bool enable,
@@ -63,8 +78,6 @@ DistributedDataParallel::Join::Join(DistributedDataParallel& ddp, bool divide_by
   if (!enable_) return;
   // A joined rank would have to shadow the delayed allreduce at its place among the Reducer's collectives.
   BRAID_CHECK_ARG(!ddp_.delayed_, "DistributedDataParallel::join: not supported with delay_all_reduce_named_params "
-                  "(rank {})", ddp_.options_.process_group->rank());
-  BRAID_CHECK_ARG(!ddp_.buffer_hook_, "DistributedDataParallel::join: not supported with a buffer comm hook "
                   "(rank {})", ddp_.options_.process_group->rank());
   BRAID_CHECK_ARG(!ddp_.join_enabled_, "DistributedDataParallel::join: a Join is already active on this DDP");
   ddp_.join_enabled_ = true;
@@ -120,12 +133,13 @@ void DistributedDataParallel::join_finish() {
                   "iterations; {} of {} ranks still training)", options_.process_group->rank(), join_iterations_,
                   training, options_.process_group->size());
     }
-    const bool sync = allreduce_scalar(0.0, collectives::ReduceOp::SUM) > 0;
-    if (options_.broadcast_buffers && sync && !synced_buffers().empty()) {
-      const int common = static_cast<int>(allreduce_scalar(-1.0, collectives::ReduceOp::MAX));
-      sync_module_states(false, true, common);
+    const bool sync = join_sync_step(/*active=*/false);
+    if (!sync) continue;
+    if (join_buffer_sync_ && buffer_hook_ && buffer_hook_location_ == BufferCommHookLocation::kPostForward) {
+      reducer_->prepare_for_forward();  // the training ranks' bucket rebuild (step 4) comes before their hook
+      run_buffer_hook_and_wait();
     }
-    if (sync) reducer_->join_shadow_iteration();
+    reducer_->join_shadow_iteration();
   }
   // The last ranks to finish hold the most trained model: the highest of them is the source for all.
   const double most = allreduce_scalar(static_cast<double>(join_iterations_), collectives::ReduceOp::MAX);

@@ -65,6 +65,52 @@ TEST_CASE_METHOD(MpFixture, "ddp join: uneven inputs, averaged gradients and the
   }
 }
 
+// A buffer comm hook under a Join (PyTorch's join hook calls it on joined ranks too): rank r trains r + 1
+// iterations; the hook sums `running` over all ranks. Training ranks set it to 1 before each forward; a
+// joined rank still holds the previous sum, so iteration t's sum is (ws - t) + t * sum(t - 1). Every rank
+// calls the hook once per iteration of the longest rank, and nobody waits for a collective that does not
+// come, before or after the forward.
+TEST_CASE_METHOD(MpFixture, "ddp join: a buffer comm hook runs on the joined ranks too", "[ddp][join][buffer_hook]") {
+  const int r = rank(), ws = size();
+  for (auto location : {parallel::BufferCommHookLocation::kPreForward, parallel::BufferCommHookLocation::kPostForward}) {
+    INFO((location == parallel::BufferCommHookLocation::kPreForward ? "before" : "after") << " the forward");
+    auto model = std::make_shared<Scale>();
+    DDPOptions o;
+    o.process_group = shared_group();
+    DistributedDataParallel ddp(model, o);
+    int calls = 0;
+    auto group = shared_group();
+    ddp.register_buffer_comm_hook(
+        [&calls, group](const std::map<std::string, Tensor>& named) {
+          ++calls;
+          for (const auto& [name, buffer] : named) {
+            collectives::TensorList list{buffer};
+            group->allreduce(list)->wait();
+          }
+          return std::vector<Future<Tensor>>{};
+        },
+        location);
+    std::vector<double> sums{static_cast<double>(ws)};
+    for (int t = 1; t < ws; ++t) sums.push_back((ws - t) + t * sums.back());
+    {
+      auto join = ddp.join();
+      for (int it = 0; it <= r; ++it) {
+        INFO("iteration " << it);
+        model->running.fill_(1.0);
+        const Tensor out = ddp.forward(full({2}, static_cast<double>(r + 1)));
+        CHECK(model->running.item<float>() == sums[it]);
+        autograd::backward(autograd::sum(out));
+        double sum = 0;
+        for (int q = it; q < ws; ++q) sum += q + 1;
+        CHECK(allclose(autograd::grad(model->w), full({2}, sum / ws)));
+        model->zero_grad();
+      }
+    }
+    CHECK(calls == ws);
+    CHECK(model->running.item<float>() == sums.back());  // the last rank's buffers, broadcast at the end
+  }
+}
+
 // throw_on_early_termination (PyTorch's join(throw_on_early_termination=True)): rank r has r + 1 inputs.
 // Rank 0 runs out first; at the next forward of the others every rank raises, none shadows or hangs, and
 // afterwards the group is still in step: a plain DDP step averages over every rank.
