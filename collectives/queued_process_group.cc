@@ -213,9 +213,30 @@ std::shared_ptr<Work> QueuedProcessGroup::enqueue(OpInfo info, Body body) {
   return work;
 }
 
+namespace {
+
+// The lane's thread in waiter mode only looks, every kUnclaimed, for an op nobody claimed. Under the
+// default policy each of those wake-ups preempts the waiter that is running an op on the same core
+// (a sleeper's wake-up wins): measured on 2 ranks on 2 cores, about one preemption per 1 ms, and 1 MiB
+// allreduces 3-11% slower than the raw call. SCHED_BATCH threads never preempt on wake-up; they run at
+// the next scheduling point (at once on an idle core). Outside waiter mode the thread runs the ops
+// itself and takes the default policy back, so its progress is not delayed.
+void set_batch_policy(bool batch) {
+  sched_param param{};
+  param.sched_priority = 0;
+  (void)::sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &param);  // best effort: a hint
+}
+
+}  // namespace
+
 void QueuedProcessGroup::lane_loop(Lane& lane) {
   std::unique_lock<std::mutex> lock(lane.mu);
+  bool batch = false;
   for (;;) {
+    if (batch != (lane.waiter_mode && !lane.stop)) {
+      batch = !batch;
+      set_batch_policy(batch);
+    }
     if (!lane.busy && !lane.queue.empty()) {
       // In waiter mode the front op is left to a waiter for kUnclaimed; at shutdown everything runs now.
       const auto start_at = lane.waiter_mode && !lane.stop ? lane.queue.front().queued_at + kUnclaimed
