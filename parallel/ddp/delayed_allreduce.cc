@@ -93,6 +93,7 @@ void DelayedAllreduce::queue_reduction() {
     std::lock_guard<std::mutex> lock(mu_);
     if (queued_) return;  // several outputs: one reduction per pass
     queued_ = true;
+    accumulated_.assign(params_.size(), false);  // the sink runs before any parameter's accumulation
   }
   std::weak_ptr<DelayedAllreduce> weak = weak_from_this();
   autograd::queue_callback([weak] {
@@ -103,16 +104,22 @@ void DelayedAllreduce::queue_reduction() {
 void DelayedAllreduce::reduce() {
   std::shared_ptr<collectives::Work> launched;
   std::string late;
+  std::vector<size_t> detached;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_ = false;
     launched = std::move(launched_);
     late = std::move(late_);
+    detached.swap(detached_);
     launched_.reset();
     late_.clear();
   }
   if (launched) {
     launched->wait();
+    // Unused in this pass on this rank: the reduced view is its gradient (the other ranks' share).
+    for (size_t i : detached) {
+      if (!autograd::grad(params_[i]).defined()) autograd::set_grad(params_[i], views_[i]);
+    }
     BRAID_CHECK_ARG(late.empty(),
                     "delay_all_reduce_named_params: the gradient of {} was accumulated after the allreduce that "
                     "param_to_hook_all_reduce ({}) started on rank {}, so the reduced gradients miss it: hook a "
@@ -162,12 +169,24 @@ void DelayedAllreduce::on_launch_param_accumulated() {
     if (!queued_ || launched_ != nullptr || autograd::current_grad_sink() != nullptr) return;
   }
   auto work = launch();
-  std::lock_guard<std::mutex> lock(mu_);
-  launched_ = std::move(work);
+  std::vector<size_t> detach;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    launched_ = std::move(work);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!accumulated_[i]) detach.push_back(i);
+    }
+    detached_ = detach;
+  }
+  // From here on the engine owns the buffer: a gradient still to come must not be added into it. (The
+  // hooks run on the backward pass's thread, so none can arrive before this.) Outside mu_: a
+  // parameter's own lock is taken while its hooks run, and they take mu_.
+  for (size_t i : detach) autograd::set_grad(params_[i], Tensor());
 }
 
 void DelayedAllreduce::on_delayed_accumulated(size_t i) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (i < accumulated_.size()) accumulated_[i] = true;
   if (launched_ != nullptr && late_.empty()) late_ = names_[i];
 }
 

@@ -22,7 +22,10 @@
 // the pass only waits for it. The caller picks a parameter whose gradient comes after every delayed one's
 // (the module's first layer, say): the launch point is then the same on every rank, as the collectives'
 // order requires. A delayed gradient accumulated after the launch would be missing from the result; the
-// end of the pass then fails, naming it. Unlike PyTorch (a hook on the gradient, before it is
+// end of the pass then fails, naming it. So that such a gradient cannot be added into the buffer while the
+// engine reads and writes it, the launch takes every delayed parameter that has no gradient yet in this
+// pass off the buffer (.grad undefined): a late gradient lands in a tensor of its own, and the end of the
+// pass gives the others back their reduced views. Unlike PyTorch (a hook on the gradient, before it is
 // accumulated), the launch follows the accumulation, so the launch parameter may itself be delayed.
 #pragma once
 
@@ -78,6 +81,8 @@ class DelayedAllreduce : public std::enable_shared_from_this<DelayedAllreduce> {
   std::string launch_param_;                        // empty: the reduction starts at the end of the pass
   std::shared_ptr<collectives::Work> launched_;     // GUARDED_BY(mu_): started by the launch parameter
   std::string late_;                                // GUARDED_BY(mu_): a delayed gradient after the launch
+  std::vector<bool> accumulated_;  // GUARDED_BY(mu_): per parameter, its gradient arrived in this pass
+  std::vector<size_t> detached_;   // GUARDED_BY(mu_): parameters taken off the buffer by the launch
 };
 
 }  // namespace braid::parallel

@@ -157,6 +157,31 @@ TEST_CASE_METHOD(MpFixture, "ddp param_to_hook_all_reduce: a delayed gradient af
                                     "param_to_hook_all_reduce (fc3.weight) started"));
 }
 
+// The launch takes the delayed parameters without a gradient yet off the buffer (a late gradient must not
+// be added into it while the engine works on it); one that gets none in the pass has its reduced view
+// back as .grad when backward returns: zeros here, on every rank, in the same buffer as the others.
+TEST_CASE_METHOD(MpFixture, "ddp param_to_hook_all_reduce: a delayed parameter unused in the pass keeps its view",
+                 "[ddp][delay]") {
+  auto model = std::make_shared<ParityNet>(7, /*with_unused=*/true);
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.find_unused_parameters = true;
+  o.delay_all_reduce_named_params = named(*model, {"fc2.weight", "unused.weight"});
+  o.param_to_hook_all_reduce = model->fc1->weight();
+  DistributedDataParallel ddp(model, o);
+  for (int it = 0; it < 2; ++it) {
+    INFO("iteration " << it);
+    Generator gen(9 + static_cast<uint64_t>(it));
+    autograd::backward(autograd::sum(ddp.forward(rand({2, 2}, {}, &gen))));
+    const Tensor g = autograd::grad(model->unused->weight());
+    REQUIRE(g.defined());
+    CHECK(g.shares_storage_with(ddp.delayed_allreduce()->buffer()));
+    CHECK(equal(g, zeros(g.shape())));
+    CHECK(autograd::grad(model->fc2->weight()).shares_storage_with(ddp.delayed_allreduce()->buffer()));
+    model->zero_grad();
+  }
+}
+
 TEST_CASE_METHOD(MpFixture, "ddp delay_all_reduce_named_params: buckets hold only the others", "[ddp][delay]") {
   auto model = std::make_shared<ParityNet>(7);
   DDPOptions o;
