@@ -161,10 +161,8 @@ bool Reducer::hand_over_buffer(size_t b, const std::vector<int32_t>& global_used
   }
   for (size_t i : bucket.variables) {
     const bool globally_unused = !global_used.empty() && global_used[i] == 0;
-    if (had_grad_.at(i) || globally_unused || bucket.buffer.dtype() != params_[i].dtype() ||
-        bucket.buffer.device() != params_[i].device()) {
-      return false;
-    }
+    // (A bucket's parameters share its device: build_buckets checks it. Its dtype is reduce_dtype.)
+    if (had_grad_.at(i) || globally_unused || bucket.buffer.dtype() != params_[i].dtype()) return false;
   }
   for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
     const size_t i = bucket.variables[slot];
