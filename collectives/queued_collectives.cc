@@ -111,7 +111,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allreduce(TensorList& tensors, const A
     Tensor buf = ts.size() == 1 ? flat_view(staging::as_buffer(ts[0], rd)) : staging::reduce_local(ts, eop, rd);
     if (buf.numel() > 0) {
       pre_scale(buf, op);
-      run_allreduce(buf, eop, ctx);
+      if (!try_shared_allreduce(buf, eop, ctx)) run_allreduce(buf, eop, ctx);
       post_scale(buf, op, size());
     }
     for (const auto& t : ts) staging::copy_into(t, buf);

@@ -111,9 +111,17 @@ struct QueuedProcessGroup::Lane final : Work::Helper {
 };
 
 QueuedProcessGroup::QueuedProcessGroup(int rank, int size, std::string name, Config config)
-    : ProcessGroup(rank, size, std::move(name)), config_(std::move(config)), detail_(detail_mode_from_env()) {
+    : ProcessGroup(rank, size, std::move(name)),
+      config_(std::move(config)),
+      detail_(detail_mode_from_env()),
+      shared_pool_bytes_(static_cast<size_t>(
+          env::parse_size(env::get("BRAID_SHM_POOL_BYTES").value_or("4G"), "BRAID_SHM_POOL_BYTES"))),
+      shared_min_bytes_(config_.shared_min_bytes.value_or(env::parse_size(
+          env::get("BRAID_SHM_ALLREDUCE_MIN_BYTES").value_or("64K"), "BRAID_SHM_ALLREDUCE_MIN_BYTES"))) {
   BRAID_CHECK_ARG(config_.lanes >= 1 && config_.lanes <= 64, "process group '{}': lanes must be in [1, 64], got {}",
                   this->name(), config_.lanes);
+  BRAID_CHECK_ARG(shared_min_bytes_ >= 0, "process group '{}': the shared-memory allreduce's minimum size must be "
+                  ">= 0, got {}", this->name(), shared_min_bytes_);
   set_timeout(config_.timeout);
   for (int i = 0; i < config_.lanes; ++i) lanes_.push_back(std::make_shared<Lane>());
   for (auto& lane : lanes_) {

@@ -49,6 +49,8 @@
 
 namespace braid::collectives {
 
+class SharedMemoryPool;
+
 // What a primitive needs to know about the op it serves.
 struct OpContext {
   uint64_t seq = 0;
@@ -69,6 +71,8 @@ class QueuedProcessGroup : public ProcessGroup {
     // Keys are written under "braid/pg/<group name>/".
     std::shared_ptr<store::Store> store;
     Millis timeout = kDefaultCollectiveTimeout;
+    // BackendOptions::shared_memory_min_bytes.
+    std::optional<int64_t> shared_min_bytes;
   };
 
   QueuedProcessGroup(int rank, int size, std::string name, Config config);
@@ -103,6 +107,13 @@ class QueuedProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> recv(TensorList& tensors, int src_rank, int tag) override;
   std::shared_ptr<Work> recv_anysource(TensorList& tensors, int tag) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
+
+  // From the group's shared-memory pool when the group has a store, more than one rank, all of them on
+  // this host, and BRAID_SHM_POOL_BYTES is not 0 (shared_memory_pool.h); ordinary memory otherwise, or
+  // when the pool is full.
+  Tensor empty_shared(const Shape& shape, DType dtype) override;
+  // How many allreduces this rank ran through the pool (for tests and logs).
+  uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
 
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const;
@@ -188,11 +199,23 @@ class QueuedProcessGroup : public ProcessGroup {
   std::vector<std::shared_ptr<Work>> incomplete_works();
   // Posts a p2p op, staging a non-contiguous tensor through a packed buffer.
   std::shared_ptr<Work> post_p2p(const char* op, TensorList& tensors, int peer, int tag, bool is_send);
+  // The pool for ops with sequence number `seq` and later (null: none yet, or none for this op).
+  std::shared_ptr<SharedMemoryPool> shared_pool_for(uint64_t seq);
+  // An allreduce through the pool when every rank's buffer is in it (shared_allreduce.h); false: run the
+  // engine's.
+  bool try_shared_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx);
   // Sparse COO allreduce (SUM): allgather of nnz counts, then of padded indices and values.
   TensorList sparse_allreduce(const TensorList& tensors, const OpContext& ctx);
 
   Config config_;
   bool detail_ = false;  // BRAID_DEBUG=DETAIL
+  size_t shared_pool_bytes_;           // BRAID_SHM_POOL_BYTES
+  int64_t shared_min_bytes_;           // BRAID_SHM_ALLREDUCE_MIN_BYTES
+  std::mutex pool_mu_;
+  bool pool_tried_ = false;                  // GUARDED_BY(pool_mu_)
+  std::shared_ptr<SharedMemoryPool> pool_;   // GUARDED_BY(pool_mu_)
+  uint64_t pool_first_seq_ = 0;              // GUARDED_BY(pool_mu_)
+  std::atomic<uint64_t> shared_allreduces_{0};
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;
   std::condition_variable monitor_cv_;

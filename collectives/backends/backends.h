@@ -36,6 +36,10 @@ struct BackendOptions {
   // this size (rounded down to whole elements, at least one), inside the one op; 0 turns chunking off.
   // Unset: BRAID_MPI_ALLREDUCE_CHUNK_BYTES (a size such as "16M"), else 16 MiB (docs/CONFIG.md).
   std::optional<int64_t> mpi_allreduce_chunk_bytes;
+  // mpi and gloo: an allreduce of at least this many bytes whose buffers come from the group's
+  // shared-memory pool (ProcessGroup::empty_shared) reduces through it. Unset: BRAID_SHM_ALLREDUCE_MIN_BYTES,
+  // else 64 KiB (docs/CONFIG.md).
+  std::optional<int64_t> shared_memory_min_bytes;
   // nccl: the CUDA device of this rank (-1: local rank modulo the device count).
   int cuda_device = -1;
 };

@@ -41,6 +41,7 @@ QueuedProcessGroup::Config config_from(const BackendOptions& options) {
   config.lanes = options.threads;
   config.store = options.store;
   config.timeout = options.timeout;
+  config.shared_min_bytes = options.shared_memory_min_bytes;
   return config;
 }
 

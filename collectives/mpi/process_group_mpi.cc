@@ -50,6 +50,7 @@ QueuedProcessGroup::Config make_config(const BackendOptions& options) {
   config.lanes = kLanes;
   config.store = options.store;
   config.timeout = options.timeout;
+  config.shared_min_bytes = options.shared_memory_min_bytes;
   return config;
 }
 

@@ -83,6 +83,40 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allreduce is named, 
   sync("others-failed");
 }
 
+TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank that never entered it",
+                 "[timeout][shared]") {
+  if (size() < 2 || !supports_cpu()) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  go.shared_memory_min_bytes = 0;
+  auto pg = make_group(go);
+  Tensor x = pg->empty_shared({1024}, DType::Float32);
+  x.fill_(1.0);
+  TensorList warm{x};
+  finish(pg->allreduce(warm));  // every rank has its pool and is in step
+  const int skipper = size() - 1;
+  if (rank() != skipper) {
+    TensorList xs{x};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = pg->allreduce(xs);
+    const uint64_t seq = pg->sequence_number();
+    std::string message;
+    try {
+      w->wait(Millis(60'000));
+      FAIL("the allreduce completed although rank " << skipper << " never called it");
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(seconds_since(t0) < 1.5 + 10.0);
+    CHECK_THAT(message, Contains(fmt::format("allreduce #{}", seq)) &&
+                            Contains(fmt::format("shared-memory allreduce waited")) &&
+                            Contains(fmt::format("rank(s) {} to enter it", skipper)));
+    CHECK(lists_rank(never_joined_list(message), skipper));
+  }
+  sync("others-failed");
+}
+
 TEST_CASE_METHOD(MpFixture, "timeouts: Work::wait() with no limit surfaces the op's own error", "[timeout][work]") {
   // What a user sees who just calls wait(): the op's enriched error (op, sequence number, the rank that
   // never joined), not a bare "timed out waiting for completion" from the wait itself.

@@ -106,6 +106,7 @@ collectives::BackendOptions MpFixture::backend_options(const GroupOptions& optio
   o.threads = options.threads;
   o.devices = options.devices;
   o.mpi_allreduce_chunk_bytes = options.mpi_allreduce_chunk_bytes;
+  o.shared_memory_min_bytes = options.shared_memory_min_bytes;
   return o;
 }
 

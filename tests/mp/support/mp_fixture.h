@@ -54,6 +54,8 @@ struct GroupOptions {
   std::string name;                  // empty = a unique generated name
   // mpi: allreduce chunk size in bytes (BackendOptions::mpi_allreduce_chunk_bytes); unset = the default
   std::optional<int64_t> mpi_allreduce_chunk_bytes;
+  // BackendOptions::shared_memory_min_bytes; unset = the default
+  std::optional<int64_t> shared_memory_min_bytes;
 };
 
 class MpFixture {

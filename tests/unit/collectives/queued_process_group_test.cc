@@ -24,7 +24,7 @@ namespace {
 class FakeEngine final : public QueuedProcessGroup {
  public:
   explicit FakeEngine(int lanes = 1, std::shared_ptr<store::Store> store = nullptr)
-      : QueuedProcessGroup(0, 1, "fake", Config{lanes, std::move(store), Millis(5000)}) {}
+      : QueuedProcessGroup(0, 1, "fake", Config{lanes, std::move(store), Millis(5000), std::nullopt}) {}
   ~FakeEngine() override { shutdown(); }
   std::string backend_name() const override { return "fake"; }
 

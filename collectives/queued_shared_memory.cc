@@ -1,0 +1,58 @@
+// QueuedProcessGroup's shared-memory pool: empty_shared() and the allreduce through it
+// (shared_memory_pool.h, shared_allreduce.h).
+#include <fmt/format.h>
+
+#include "collectives/queued_process_group.h"
+#include "collectives/shared_allreduce.h"
+#include "collectives/shared_memory_pool.h"
+
+namespace braid::collectives {
+
+Tensor QueuedProcessGroup::empty_shared(const Shape& shape, DType dtype) {
+  std::shared_ptr<SharedMemoryPool> pool;
+  {
+    std::unique_lock<std::mutex> lock(pool_mu_);
+    if (!pool_tried_) {
+      pool_tried_ = true;
+      if (config_.store && size() > 1 && accepts_cpu() && shared_pool_bytes_ > 0) {
+        // Ops issued before this call may already run on the lanes; only later ones may use the pool, so
+        // that every rank draws the line at the same op.
+        const uint64_t first = sequence_number() + 1;
+        lock.unlock();
+        auto created = SharedMemoryPool::create(*config_.store, fmt::format("braid/pg/{}/shm/", name()), rank(),
+                                                size(), shared_pool_bytes_, timeout());
+        lock.lock();
+        pool_ = std::move(created);
+        pool_first_seq_ = first;
+      }
+    }
+    pool = pool_;
+  }
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const size_t nbytes = static_cast<size_t>(numel) * element_size(dtype);
+  void* p = pool ? pool->allocate(nbytes) : nullptr;
+  if (p == nullptr) return Tensor::empty(shape, TensorOptions(dtype));
+  auto storage = Storage::wrap(p, nbytes, Device::cpu(), [pool, nbytes](void* q) { pool->deallocate(q, nbytes); });
+  return Tensor::from_storage(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+std::shared_ptr<SharedMemoryPool> QueuedProcessGroup::shared_pool_for(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  return pool_ && seq >= pool_first_seq_ ? pool_ : nullptr;
+}
+
+bool QueuedProcessGroup::try_shared_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
+  // Every condition before the pool's own exchange must read the same on every rank: the op, dtype and
+  // size are the same everywhere by the collective's contract, and so is whether a pool exists for seq.
+  if (!shared_allreduce_supports(buffer.dtype(), op) || !buffer.device().is_cpu() ||
+      static_cast<int64_t>(buffer.nbytes()) < shared_min_bytes_ || ctx.lane >= SharedMemoryPool::kMaxLanes) {
+    return false;
+  }
+  const auto pool = shared_pool_for(ctx.seq);
+  if (!pool || !shared_allreduce(*pool, buffer, ctx)) return false;
+  shared_allreduces_.fetch_add(1);
+  return true;
+}
+
+}  // namespace braid::collectives

@@ -1,0 +1,145 @@
+#include "collectives/shared_allreduce.h"
+
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/check.h"
+#include "base/error.h"
+#include "base/timer_slack.h"
+
+namespace braid::collectives {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waiting for the other ranks: spin briefly when every local rank has a core (they are then running and
+// about to arrive), yield through a busy window that covers the reduction of a share, then sleep in
+// growing steps so that a rank that is far behind (still computing) gets the core.
+class ArrivalWait {
+ public:
+  ArrivalWait(int local_ranks, int64_t bytes)
+      : start_(Clock::now()),
+        spin_(local_ranks <= ::sysconf(_SC_NPROCESSORS_ONLN)),
+        busy_(std::chrono::microseconds(1000 + bytes / 1000)) {}
+
+  void pause() {
+    const auto waited = Clock::now() - start_;
+    if (spin_ && waited < std::chrono::microseconds(20)) return;
+    if (waited < busy_) {
+      ::sched_yield();
+      return;
+    }
+    if (!slack_tightened_) {
+      tighten_timer_slack();
+      slack_tightened_ = true;
+    }
+    const timespec ts{0, static_cast<long>(sleep_.count() * 1000)};
+    ::nanosleep(&ts, nullptr);
+    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(50));
+  }
+
+ private:
+  Clock::time_point start_;
+  bool spin_;
+  std::chrono::microseconds busy_;
+  std::chrono::microseconds sleep_{1};
+  bool slack_tightened_ = false;
+};
+
+void wait_for_all(SharedMemoryPool& pool, int lane, uint64_t target, int64_t bytes, const OpContext& ctx,
+                  const char* step) {
+  ArrivalWait wait(pool.size(), bytes);
+  const auto start = Clock::now();
+  for (int r = 0; r < pool.size(); ++r) {
+    while (pool.slot(r, lane).arrived.load(std::memory_order_acquire) < target) {
+      if (ctx.deadline.expired()) {
+        std::vector<int> missing;
+        for (int q = 0; q < pool.size(); ++q) {
+          if (pool.slot(q, lane).arrived.load(std::memory_order_acquire) < target) missing.push_back(q);
+        }
+        BRAID_THROW(TimeoutError, "{}: the shared-memory allreduce waited {:.0f} ms for rank(s) {} to {}", ctx.what,
+                    std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
+                    fmt::join(missing, ", "), step);
+      }
+      wait.pause();
+    }
+  }
+}
+
+// Elements per share: a multiple of 16 (one 64-byte line of float32) so shares never split a line.
+int64_t share_elements(int64_t numel, int ranks) {
+  const int64_t per = (numel + ranks - 1) / ranks;
+  return (per + 15) / 16 * 16;
+}
+
+template <typename T>
+void reduce_share(const std::vector<T*>& buffers, int64_t begin, int64_t end) {
+  // Sum a block in L1, then store it everywhere: the peers' lines were just read, so the stores hit cache.
+  constexpr int64_t kBlock = 2048;
+  T acc[kBlock];
+  for (int64_t i = begin; i < end; i += kBlock) {
+    const int64_t n = std::min(kBlock, end - i);
+    std::memcpy(acc, buffers[0] + i, n * sizeof(T));
+    for (size_t r = 1; r < buffers.size(); ++r) {
+      const T* src = buffers[r] + i;
+      for (int64_t k = 0; k < n; ++k) acc[k] += src[k];
+    }
+    for (T* b : buffers) std::memcpy(b + i, acc, n * sizeof(T));
+  }
+}
+
+}  // namespace
+
+bool shared_allreduce_supports(DType dtype, EngineOp op) {
+  return op == EngineOp::SUM && (dtype == DType::Float32 || dtype == DType::Float64);
+}
+
+bool shared_allreduce(SharedMemoryPool& pool, Tensor& buffer, const OpContext& ctx) {
+  const int lane = ctx.lane;
+  const int rank = pool.rank();
+  const auto bytes = static_cast<int64_t>(buffer.nbytes());
+  const uint64_t gen = ++pool.generation(lane);
+
+  SharedMemoryPool::ControlSlot& mine = pool.slot(rank, lane);
+  mine.offset = buffer.is_contiguous() ? pool.offset_of(buffer.data_ptr(), buffer.nbytes()) : -1;
+  mine.bytes = bytes;
+  mine.arrived.store(2 * gen - 1, std::memory_order_release);
+  wait_for_all(pool, lane, 2 * gen - 1, bytes, ctx, "enter it");
+
+  bool shared = true;
+  for (int r = 0; r < pool.size(); ++r) {
+    const auto& s = pool.slot(r, lane);
+    shared = shared && s.offset >= 0 && s.bytes == bytes;
+  }
+  if (shared) {
+    const int64_t per = share_elements(buffer.numel(), pool.size());
+    const int64_t begin = std::min(buffer.numel(), per * rank), end = std::min(buffer.numel(), begin + per);
+    if (buffer.dtype() == DType::Float32) {
+      std::vector<float*> bufs;
+      for (int r = 0; r < pool.size(); ++r) {
+        bufs.push_back(reinterpret_cast<float*>(pool.segment(r) + pool.slot(r, lane).offset));
+      }
+      reduce_share(bufs, begin, end);
+    } else {
+      std::vector<double*> bufs;
+      for (int r = 0; r < pool.size(); ++r) {
+        bufs.push_back(reinterpret_cast<double*>(pool.segment(r) + pool.slot(r, lane).offset));
+      }
+      reduce_share(bufs, begin, end);
+    }
+  }
+  mine.arrived.store(2 * gen, std::memory_order_release);
+  wait_for_all(pool, lane, 2 * gen, bytes, ctx, "finish it");
+  return shared;
+}
+
+}  // namespace braid::collectives
