@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds `braid` (Release, in its own folder) and runs the DDP benchmark the way docs/PERFORMANCE.md reports
 # it: `braid bench ddp` on 2 ranks under mpirun over each CPU backend (mpi, and gloo when built), and PyTorch
-# 1.13's DDP over gloo on the same model (bench/torch_ddp.py) when torch is importable, twice: as installed
-# ("torch") and with glibc's malloc thresholds raised ("torch-tuned", see bench/torch_ddp.py). Each
-# configuration runs RUNS times, interleaved (mpi, gloo, torch, torch-tuned, mpi, ...) so that all of them see
-# the same machine load. The summary gives each configuration's median over the runs of single p50 and DDP
-# p50, the ratio ddp / single (target <= 1.25 on the fastest backend) and braid's DDP step / PyTorch's
-# (target <= 0.7, against the faster PyTorch run). Each run's full table is kept in <build>/ddp-bench/*.txt.
+# 1.13's DDP over gloo on the same model (bench/torch_ddp.py) when torch is importable, three times: as
+# installed ("torch"), with glibc's malloc thresholds raised ("torch-tuned", see bench/torch_ddp.py), and with
+# those plus transparent huge pages for malloc's memory ("torch-thp": GLIBC_TUNABLES=glibc.malloc.hugetlb=1,
+# what braid's own allocator does for its large blocks). Each configuration runs RUNS times, interleaved
+# (mpi, gloo, torch, torch-tuned, torch-thp, mpi, ...) so that all of them see the same machine load. The
+# summary gives each configuration's median over the runs of single p50 and DDP p50, the ratio ddp / single
+# (target <= 1.25 on the fastest backend) and braid's DDP step / PyTorch's (target <= 0.7, against the
+# fastest PyTorch configuration). Each run's full table is kept in <build>/ddp-bench/*.txt.
 #
 # mpirun runs with --bind-to none (MPIRUN_BIND overrides it), as the other two-process benchmarks: a rank's
 # compute and its engine's progress threads then share both cores. Both sides run 1 OpenBLAS thread per rank.
@@ -51,6 +53,10 @@ for run in $(seq 1 "$runs"); do
     MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 \
       "$torch_py" "$root/bench/torch_ddp.py" "$@" 2>"$out/torch_tuned-$run.log" | tee "$out/torch_tuned-$run.txt" ||
       echo "(PyTorch tuned run $run failed: see $out/torch_tuned-$run.log)"
+    echo "== run $run: MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $torch_py bench/torch_ddp.py $* (load $(load))"
+    MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 GLIBC_TUNABLES=glibc.malloc.hugetlb=1 \
+      "$torch_py" "$root/bench/torch_ddp.py" "$@" 2>"$out/torch_thp-$run.log" | tee "$out/torch_thp-$run.txt" ||
+      echo "(PyTorch THP run $run failed: see $out/torch_thp-$run.log)"
   fi
 done
 echo "load after the runs: $(load)"
@@ -61,11 +67,11 @@ import collections, pathlib, statistics, sys
 out = pathlib.Path(sys.argv[1])
 data = collections.defaultdict(list)  # config -> [RESULT dict]
 for path in sorted(out.glob("*.txt")):
-    config = path.stem.rsplit("-", 1)[0]  # braid-mpi, braid-gloo, torch, torch_tuned
+    config = path.stem.rsplit("-", 1)[0]  # braid-mpi, braid-gloo, torch, torch_tuned, torch_thp
     for line in path.read_text().splitlines():
         if line.startswith("RESULT ddp ") or line.startswith("RESULT torch_ddp "):
             data[config].append(dict(p.split("=", 1) for p in line.split()[2:] if "=" in p))
-configs = [c for c in ("braid-mpi", "braid-gloo", "torch", "torch_tuned") if c in data]
+configs = [c for c in ("braid-mpi", "braid-gloo", "torch", "torch_tuned", "torch_thp") if c in data]
 if not configs:
     sys.exit("no RESULT lines found")
 
@@ -83,7 +89,7 @@ for c in configs:
     per_run = ", ".join(f"{float(r['ratio']):.2f}" for r in data[c])
     print(f"{c:<12} {f(med(c, 'single_p50_ms')):>8} {f(med(c, 'ddp_p50_ms')):>8} {f(med(c, 'ratio'), '.3f'):>10}x "
           f"{per_run:<24} {f(med(c, 'overlap')):>8} {f(med(c, 'comm_ms')):>8} {f(med(c, 'tail_ms')):>7} | {len(data[c])}")
-refs = {c: med(c, "ddp_p50_ms") for c in ("torch", "torch_tuned") if c in data}
+refs = {c: med(c, "ddp_p50_ms") for c in ("torch", "torch_tuned", "torch_thp") if c in data}
 ref_name = min(refs, key=refs.get) if refs else None
 print()
 for c in configs:
