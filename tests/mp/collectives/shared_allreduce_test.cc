@@ -36,6 +36,13 @@ bool equals_sum(const Tensor& t, int ws, double scale = 1.0) {
   return true;
 }
 
+// Options of a group whose allreduces of pool buffers take the shared path however small they are.
+GroupOptions shared_at_any_size() {
+  GroupOptions go;
+  go.shared_memory_min_bytes = 0;
+  return go;
+}
+
 collectives::QueuedProcessGroup& queued(const std::shared_ptr<ProcessGroup>& pg) {
   auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
   REQUIRE(q != nullptr);
@@ -47,9 +54,7 @@ collectives::QueuedProcessGroup& queued(const std::shared_ptr<ProcessGroup>& pg)
 TEST_CASE_METHOD(MpFixture, "shared-memory allreduce: SUM and AVG over the pool equal the engine's",
                  "[allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
-  GroupOptions go;
-  go.shared_memory_min_bytes = 0;
-  auto pg = make_group(go);
+  auto pg = make_group(shared_at_any_size());
   auto& q = queued(pg);
   // 1 and 15 elements: one rank owns everything; 16 * size + 3: a short last share; 100003: many blocks.
   for (DType dt : {DType::Float32, DType::Float64}) {
@@ -92,9 +97,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory allreduce: SUM and AVG over the pool 
 TEST_CASE_METHOD(MpFixture, "shared-memory allreduce: every rank falls back to the engine together",
                  "[allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
-  GroupOptions go;
-  go.shared_memory_min_bytes = 0;
-  auto pg = make_group(go);
+  auto pg = make_group(shared_at_any_size());
   auto& q = queued(pg);
   const int64_t n = 4099;
 
