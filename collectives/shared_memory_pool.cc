@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -84,13 +85,29 @@ std::shared_ptr<SharedMemoryPool> SharedMemoryPool::create(store::Store& store, 
   };
 
   const std::string me = host_identity();
-  const std::string name = segment_name(rank);
   std::string why;
-  auto [fd, own] = create_own(name, reserve_bytes, why);
-  store.set(keys("segment")[rank], store::to_bytes(own != nullptr ? me + "\n" + name : "-\n" + why));
+  // Undoes the setup on every way out but success, a store timeout included: nothing stays mapped or
+  // named in /dev/shm.
+  struct Setup {
+    std::string name;
+    size_t bytes;
+    int fd = -1;
+    std::vector<char*> segments;
+    bool named = false;
+    ~Setup() {
+      if (named) shm_unlink(name.c_str());
+      for (char* s : segments) {
+        if (s != nullptr) munmap(s, bytes);
+      }
+      if (fd >= 0) close(fd);
+    }
+  } setup{segment_name(rank), reserve_bytes, -1, std::vector<char*>(size, nullptr)};
+  char* own = nullptr;
+  std::tie(setup.fd, own) = create_own(setup.name, reserve_bytes, why);
+  setup.segments[rank] = own;
+  setup.named = own != nullptr;
+  store.set(keys("segment")[rank], store::to_bytes(own != nullptr ? me + "\n" + setup.name : "-\n" + why));
 
-  std::vector<char*> segments(size, nullptr);
-  segments[rank] = own;
   bool ok = own != nullptr;
   const auto published = store.multi_get(keys("segment"), timeout);
   for (int r = 0; r < size && ok; ++r) {
@@ -101,24 +118,25 @@ std::shared_ptr<SharedMemoryPool> SharedMemoryPool::create(store::Store& store, 
     if (host != me) {
       why = host == "-" ? fmt::format("rank {} has no segment ({})", r, peer) : fmt::format("rank {} is on another host", r);
       ok = false;
-    } else if ((segments[r] = open_peer(peer, reserve_bytes, why)) == nullptr) {
+    } else if ((setup.segments[r] = open_peer(peer, reserve_bytes, why)) == nullptr) {
       ok = false;
     }
   }
   store.set(keys("mapped")[rank], store::to_bytes(ok ? "1" : "0"));
   bool all = true;
   for (const auto& v : store.multi_get(keys("mapped"), timeout)) all = all && store::to_string(v) == "1";
-  if (own != nullptr) shm_unlink(name.c_str());  // every peer that could map it has
-
+  // Every peer that could map this rank's segment has: the name can go.
+  if (setup.named) shm_unlink(setup.name.c_str());
+  setup.named = false;
   if (!all) {
-    for (char* s : segments) {
-      if (s != nullptr) munmap(s, reserve_bytes);
-    }
-    if (fd >= 0) close(fd);
-    logging::get("braid.coll")->debug("shared-memory pool not set up on rank {}: {}", rank, ok ? "another rank could not share" : why);
+    logging::get("braid.coll")->debug("shared-memory pool not set up on rank {}: {}", rank,
+                                      ok ? "another rank could not share" : why);
     return nullptr;
   }
-  return std::shared_ptr<SharedMemoryPool>(new SharedMemoryPool(rank, reserve_bytes, fd, std::move(segments)));
+  auto pool = std::shared_ptr<SharedMemoryPool>(new SharedMemoryPool(rank, reserve_bytes, setup.fd, setup.segments));
+  setup.fd = -1;
+  setup.segments.clear();
+  return pool;
 }
 
 SharedMemoryPool::SharedMemoryPool(int rank, size_t reserve_bytes, int own_fd, std::vector<char*> segments)

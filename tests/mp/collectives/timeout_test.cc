@@ -2,7 +2,10 @@
 // within the timeout with an error naming the op, its sequence number and the missing rank; the group is
 // then broken and later calls throw CommError. Each case uses a fresh group with a short timeout. These
 // cases run last (tests/mp/CMakeLists.txt): they leave half-finished operations behind on purpose.
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <cstdlib>
 #include <thread>
 
@@ -113,6 +116,26 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank 
                             Contains(fmt::format("shared-memory allreduce waited")) &&
                             Contains(fmt::format("rank(s) {} to enter it", skipper)));
     CHECK(lists_rank(never_joined_list(message), skipper));
+  }
+  sync("others-failed");
+}
+
+TEST_CASE_METHOD(MpFixture, "timeouts: a rank that never sets up the shared-memory pool is named, and nothing "
+                 "is left in /dev/shm", "[timeout][shared]") {
+  if (size() < 2 || !supports_cpu()) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  auto pg = make_group(go);
+  const int skipper = size() - 1;
+  if (rank() != skipper) {
+    // The first empty_shared is collective: the store exchange of segment names waits for the skipper.
+    CHECK_THROWS_WITH(pg->empty_shared({1024}, DType::Float32),
+                      Contains("timed out") && Contains(fmt::format("shm/0/segment/{}", skipper)));
+    // The segment this rank created is unmapped and unlinked again.
+    const std::string mine = fmt::format("braid-pool-{}-", ::getpid());
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      CHECK(entry.path().filename().string().rfind(mine, 0) != 0);
+    }
   }
   sync("others-failed");
 }
