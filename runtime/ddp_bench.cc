@@ -14,6 +14,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "collectives/backends/backends.h"
+#include "collectives/queued_process_group.h"
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/linear.h"
@@ -165,8 +166,10 @@ class Bench {
     Phases single, ddp;
     std::vector<double> compute, comm, overlap, first_ready, tail;
     std::vector<std::vector<double>> launches;
+    uint64_t shared_before = 0;
     for (int s = 0; s < o_.warmup + o_.iters; ++s) {
       const bool timed = s >= o_.warmup;
+      if (s == o_.warmup) shared_before = shared_allreduces();
       group_->barrier()->wait();
       step(*plain_, *plain_opt_, timed ? &single : nullptr, nullptr);
       group_->barrier()->wait();
@@ -183,7 +186,9 @@ class Bench {
       if (launches.size() < st.bucket_launch_ms.size()) launches.resize(st.bucket_launch_ms.size());
       for (size_t b = 0; b < st.bucket_launch_ms.size(); ++b) launches[b].push_back(ready + st.bucket_launch_ms[b]);
       r.overlap.bucket_bytes = st.bucket_bytes;
+      r.overlap.bucket_reductions += st.bucket_launch_ms.size();
     }
+    r.overlap.shared_reductions = shared_allreduces() - shared_before;
     r.single = single.row("single");
     r.ddp = ddp.row("ddp");
     r.overlap.backward_compute_ms = median(compute);
@@ -195,6 +200,11 @@ class Bench {
   }
 
  private:
+  uint64_t shared_allreduces() const {
+    const auto* q = dynamic_cast<const collectives::QueuedProcessGroup*>(group_.get());
+    return q != nullptr ? q->shared_allreduces() : 0;
+  }
+
   void step(nn::Module& model, nn::optim::SGD& opt, Phases* phases, Clock::time_point* backward_start) {
     const auto t0 = Clock::now();
     opt.zero_grad();

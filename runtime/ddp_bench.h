@@ -67,6 +67,10 @@ struct DdpBenchOverlap {
   double tail_ms = 0;                // last gradient ready -> backward returned (waiting + writing back)
   std::vector<double> launch_ms;     // per bucket: backward called -> bucket launched
   std::vector<size_t> bucket_bytes;  // per bucket, in reduction order
+  // Bucket allreduces of the timed steps, and how many of them went through the group's shared memory
+  // (ProcessGroup::empty_shared) rather than the engine.
+  uint64_t bucket_reductions = 0;
+  uint64_t shared_reductions = 0;
 };
 
 struct DdpBenchResult {

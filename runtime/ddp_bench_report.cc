@@ -49,6 +49,8 @@ std::string format_ddp_bench(const DdpBenchOptions& o, const DdpBenchResult& r) 
       "the first {:.2f} ms after backward starts), communication {:.2f} ms, of which {:.0f}% while backward was "
       "still computing; {:.2f} ms from the last gradient to the end of backward (waiting, writing back)\n",
       v.backward_compute_ms, v.first_ready_ms, v.comm_ms, 100 * v.overlap_fraction, v.tail_ms);
+  out += fmt::format("bucket allreduces through shared memory: {} of {} (the rest went through the engine)\n",
+                     v.shared_reductions, v.bucket_reductions);
   out += "bucket  size        launched (ms after backward starts)\n";
   for (size_t b = 0; b < v.launch_ms.size(); ++b) {
     out += fmt::format("{:<7} {:<11} {:.2f}\n", b, b < v.bucket_bytes.size() ? mib(v.bucket_bytes[b]) : "?",
@@ -60,10 +62,11 @@ std::string format_ddp_bench(const DdpBenchOptions& o, const DdpBenchResult& r) 
       "RESULT ddp backend={} ranks={} layers={} width={} batch={} bucket_cap_mb={} as_view={} hook={} single_p50_ms={:.3f} "
       "single_min_ms={:.3f} ddp_p50_ms={:.3f} ddp_min_ms={:.3f} ratio={:.3f} max_abs_diff={:.3g} "
       "backward_ms={:.3f} ddp_backward_ms={:.3f} comm_ms={:.3f} overlap={:.3f} first_ready_ms={:.3f} tail_ms={:.3f} "
-      "buckets={} launch_ms={}\n",
+      "buckets={} launch_ms={} shared_reductions={}/{}\n",
       o.backend, r.size, o.layers, o.width, o.batch, o.bucket_cap_mb, o.gradient_as_bucket_view ? 1 : 0,
       o.comm_hook, r.single.p50, r.single.min, r.ddp.p50, r.ddp.min, ratio, r.max_abs_diff, r.single.backward, r.ddp.backward,
-      v.comm_ms, v.overlap_fraction, v.first_ready_ms, v.tail_ms, v.launch_ms.size(), launches);
+      v.comm_ms, v.overlap_fraction, v.first_ready_ms, v.tail_ms, v.launch_ms.size(), launches,
+      v.shared_reductions, v.bucket_reductions);
   return out;
 }
 
