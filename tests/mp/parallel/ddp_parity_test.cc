@@ -7,6 +7,7 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
+#include "collectives/queued_process_group.h"
 #include "nn/embedding.h"
 #include "parallel/ddp/ddp.h"
 #include "tensor/compare.h"
@@ -27,7 +28,7 @@ void check_parity(MpFixture& f, DDPOptions options, int iterations) {
   constexpr int64_t kLocalBatch = 2;
   auto vanilla = std::make_shared<ParityNet>(7);
   auto local = std::make_shared<ParityNet>(7);
-  options.process_group = f.shared_group();
+  if (!options.process_group) options.process_group = f.shared_group();
   DistributedDataParallel ddp(local, options);
   for (int it = 0; it < iterations; ++it) {
     INFO("iteration " << it);
@@ -80,6 +81,24 @@ TEST_CASE_METHOD(MpFixture, "ddp: gradients equal a single process on the whole 
 // Without gradient_as_bucket_view a gradient the backward created becomes its bucket slot, and the bucket
 // takes a new buffer: the gradients a caller kept from one step must not change in the next. A .grad that
 // existed before backward keeps its tensor and gets the values copied in (PyTorch's copy_).
+TEST_CASE_METHOD(MpFixture, "ddp: CPU buckets are reduced through the group's shared memory", "[ddp][shared]") {
+  // A group that takes the shared path at any size; the model's 720 parameters make one bucket under the
+  // default cap, so each iteration is exactly one allreduce, and each must go through the pool.
+  GroupOptions go;
+  go.shared_memory_min_bytes = 0;
+  auto pg = make_group(go);
+  auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
+  REQUIRE(q != nullptr);
+  DDPOptions o;
+  o.process_group = pg;
+  SECTION("default") { check_parity(*this, o, 3); }
+  SECTION("gradient_as_bucket_view") {
+    o.gradient_as_bucket_view = true;
+    check_parity(*this, o, 3);
+  }
+  CHECK(q->shared_allreduces() == 3);
+}
+
 TEST_CASE_METHOD(MpFixture, "ddp: gradients written back without the view are the caller's to keep", "[ddp]") {
   const int ws = size(), r = rank();
   DDPOptions o;
