@@ -27,7 +27,9 @@ ProcessGroup::ProcessGroup(int rank, int size, std::string name) : rank_(rank), 
                   size);
 }
 
-Tensor ProcessGroup::empty_shared(const Shape& shape, DType dtype) { return Tensor::empty(shape, TensorOptions(dtype)); }
+Tensor ProcessGroup::empty_shared(const Shape& shape, DType dtype, Device device) {
+  return Tensor::empty(shape, TensorOptions(dtype, device));
+}
 
 std::string ProcessGroup::describe_op(const std::string& op, uint64_t seq) const {
   return fmt::format("{} #{} on group '{}' (rank {}/{}, {})", op, seq, name_, rank_, size_, backend_name());

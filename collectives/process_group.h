@@ -86,13 +86,13 @@ class ProcessGroup {
   // Completes after every earlier op on this group has completed, on every rank.
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
 
-  // A contiguous CPU tensor (uninitialised) for buffers that this group reduces often, such as DDP's
-  // buckets. Engines for CPU tensors allocate it in memory every rank on the host maps (QueuedProcessGroup:
-  // a shared-memory pool set up on the first call, which is collective — every rank of the group makes its
-  // first call at the same point of its sequence of ops); an allreduce whose buffers on every rank come
-  // from there reduces in place through that memory instead of through the engine's copies. Otherwise, and
-  // by default, ordinary memory.
-  virtual Tensor empty_shared(const Shape& shape, DType dtype);
+  // A contiguous tensor (uninitialised) on `device` for buffers that this group reduces often, such as
+  // DDP's buckets. On the CPU, engines for CPU tensors allocate it in memory every rank on the host maps
+  // (QueuedProcessGroup: a shared-memory pool set up on the first CPU call, which is collective — every
+  // rank of the group makes its first call at the same point of its sequence of ops); an allreduce whose
+  // buffers on every rank come from there reduces in place through that memory instead of through the
+  // engine's copies. Other devices, and by default: ordinary memory.
+  virtual Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu());
 
   // Blocks until every rank arrived or `timeout` passed, then names the ranks that did not arrive
   // (see QueuedProcessGroup). Engines without a store throw InvalidArgument.

@@ -111,7 +111,7 @@ class QueuedProcessGroup : public ProcessGroup {
   // From the group's shared-memory pool when the group has a store, more than one rank, all of them on
   // this host, and BRAID_SHM_POOL_BYTES is not 0 (shared_memory_pool.h); ordinary memory otherwise, or
   // when the pool is full.
-  Tensor empty_shared(const Shape& shape, DType dtype) override;
+  Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu()) override;
   // How many allreduces this rank ran through the pool (for tests and logs).
   uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
 

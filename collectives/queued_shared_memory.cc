@@ -8,7 +8,8 @@
 
 namespace braid::collectives {
 
-Tensor QueuedProcessGroup::empty_shared(const Shape& shape, DType dtype) {
+Tensor QueuedProcessGroup::empty_shared(const Shape& shape, DType dtype, Device device) {
+  if (!device.is_cpu()) return Tensor::empty(shape, TensorOptions(dtype, device));
   std::shared_ptr<SharedMemoryPool> pool;
   {
     std::unique_lock<std::mutex> lock(pool_mu_);
@@ -28,9 +29,7 @@ Tensor QueuedProcessGroup::empty_shared(const Shape& shape, DType dtype) {
     }
     pool = pool_;
   }
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  const size_t nbytes = static_cast<size_t>(numel) * element_size(dtype);
+  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(dtype);
   void* p = pool ? pool->allocate(nbytes) : nullptr;
   if (p == nullptr) return Tensor::empty(shape, TensorOptions(dtype));
   auto storage = Storage::wrap(p, nbytes, Device::cpu(), [pool, nbytes](void* q) { pool->deallocate(q, nbytes); });

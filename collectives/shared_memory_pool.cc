@@ -8,12 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
 
-#include "base/error.h"
 #include "base/logging.h"
 
 namespace braid::collectives {

@@ -35,10 +35,8 @@ DelayedAllreduce::DelayedAllreduce(std::vector<Tensor> params, std::vector<std::
     : params_(std::move(params)), names_(std::move(names)), group_(std::move(group)) {
   int64_t total = 0;
   for (const auto& p : params_) total += p.numel();
-  // On the CPU from the group's shared memory, like the Reducer's buckets (ProcessGroup::empty_shared).
-  const Tensor& first = params_.front();
-  buffer_ = first.device().is_cpu() ? group_->empty_shared({total}, first.dtype()).zero_()
-                                    : zeros({total}, TensorOptions(first.dtype(), first.device()));
+  // On the CPU from the group's shared memory, like the Reducer's buckets.
+  buffer_ = group_->empty_shared({total}, params_.front().dtype(), params_.front().device()).zero_();
   int64_t off = 0;
   for (const auto& p : params_) {
     views_.push_back(buffer_.slice(0, off, off + p.numel()).view(p.shape()));

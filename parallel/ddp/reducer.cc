@@ -101,7 +101,8 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& bucket_indic
     if (!bucket.sparse) {
       const DType dtype = options_.reduce_dtype.value_or(first.dtype());
       BRAID_CHECK_ARG(is_floating(dtype), "Reducer: reduce_dtype must be floating, got {}", dtype_name(dtype));
-      attach_buffer(bucket, new_bucket_buffer(numel, dtype, first.device()).zero_());
+      // From the group's shared memory on the CPU: the bucket's allreduce then skips the engine's copies.
+      attach_buffer(bucket, group_->empty_shared({numel}, dtype, first.device()).zero_());
     }
     buckets.push_back(std::move(bucket));
   }
@@ -132,11 +133,6 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& bucket_indic
     for (size_t i : b.variables) bytes += static_cast<size_t>(params_[i].nbytes());
     stats_.bucket_bytes.push_back(bytes);
   }
-}
-
-Tensor Reducer::new_bucket_buffer(int64_t numel, DType dtype, Device device) const {
-  if (device.is_cpu()) return group_->empty_shared({numel}, dtype);
-  return empty({numel}, TensorOptions(dtype, device));
 }
 
 void Reducer::attach_buffer(Bucket& bucket, Tensor buffer) {

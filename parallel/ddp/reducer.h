@@ -118,9 +118,6 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void install_hooks();
   void build_buckets(const std::vector<std::vector<size_t>>& bucket_indices);  // caller holds mu_
   void attach_buffer(Bucket& bucket, Tensor buffer);  // the bucket's flat buffer and its per-parameter views
-  // Uninitialised memory for a bucket: on the CPU from the group's shared pool (ProcessGroup::empty_shared),
-  // which lets the allreduce of the bucket skip the engine's copies when the ranks share a host.
-  Tensor new_bucket_buffer(int64_t numel, DType dtype, Device device) const;
   void autograd_hook(size_t index, const Tensor& grad);
   void mark_variable_ready(size_t index, const Tensor& grad);  // caller holds mu_
   void launch_ready_buckets();                                   // caller holds mu_

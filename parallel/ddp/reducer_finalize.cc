@@ -170,7 +170,8 @@ bool Reducer::hand_over_buffer(size_t b, const std::vector<int32_t>& global_used
     grads_[i] = Tensor();  // the gradient this backward made goes back to the allocator now
   }
   // Every slot is written again before the next launch (a gradient, or zeros for an unused parameter).
-  attach_buffer(bucket, new_bucket_buffer(bucket.buffer.numel(), bucket.buffer.dtype(), bucket.buffer.device()));
+  attach_buffer(bucket,
+                group_->empty_shared({bucket.buffer.numel()}, bucket.buffer.dtype(), bucket.buffer.device()));
   return true;
 }
 
