@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/engine.h"
+#include "autograd/saved_tensor_observer.h"
 #include "autograd/grad_mode.h"
 #include "autograd/grad_sink.h"
 #include "autograd/variable.h"
@@ -98,7 +99,8 @@ class CheckpointNode final : public Node {
         fn_(std::move(fn)),
         input_needs_grad_(std::move(input_needs_grad)),
         params_(std::move(params)),
-        rng_(std::move(rng)) {
+        rng_(std::move(rng)),
+        observer_tokens_(detail::observe_checkpoint()) {
     for (const Tensor& x : inputs) saved_inputs_.emplace_back(x, "checkpoint");
   }
   std::string name() const override { return "CheckpointBackward"; }
@@ -112,6 +114,7 @@ class CheckpointNode final : public Node {
     Node::release_variables();
     for (auto& s : saved_inputs_) s.reset();
     fn_ = nullptr;
+    observer_tokens_.clear();
   }
 
  protected:
@@ -175,6 +178,8 @@ class CheckpointNode final : public Node {
   TensorList params_;
   RngSnapshot rng_;
   std::vector<Shape> shapes_;
+  // Held while the node may still recompute: what fn reads then (parameters) is still needed.
+  std::vector<std::shared_ptr<void>> observer_tokens_;
 };
 
 }  // namespace

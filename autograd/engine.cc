@@ -86,6 +86,7 @@ void run_backward(const std::vector<Edge>& roots, const TensorList& root_grads, 
   BRAID_CHECK_EQ(roots.size(), root_grads.size(), "run_backward: roots and root gradients differ in number");
   GraphTask task{options, {}};
   TaskScope scope(&task);
+  detail::GraphFreeingScope freeing(!options.retain_graph);
   // Gradient math inside backward is not itself recorded.
   NoGradGuard no_grad;
 

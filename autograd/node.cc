@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "autograd/saved_tensor_observer.h"
 #include "base/check.h"
 
 namespace braid::autograd {
@@ -63,7 +64,13 @@ void throw_released(const std::string& node_name) {
 SavedTensor::SavedTensor(const Tensor& t, std::string saved_by)
     : tensor_(t.defined() ? t.alias() : Tensor()),
       version_(t.defined() ? t.version() : 0),
-      saved_by_(std::move(saved_by)) {}
+      saved_by_(std::move(saved_by)),
+      observer_tokens_(t.defined() ? detail::observe_saved(t) : std::vector<std::shared_ptr<void>>{}) {}
+
+void SavedTensor::reset() {
+  tensor_ = Tensor();
+  observer_tokens_.clear();
+}
 
 const Tensor& SavedTensor::unpack() const {
   if (tensor_.defined() && tensor_.version() != version_) {
@@ -92,7 +99,20 @@ TensorList FunctionNode::apply(TensorList&& grads) {
   // As in PyTorch, only freed saved tensors make a second run fail: a rule that saved nothing (add, sum,
   // views, mul by a scalar) can run again.
   if (released_ && had_saved_) throw_released(name_);
-  return backward_(grads, saved_);
+  SavedTensors saved(saved_, detail::pass_frees_graph());
+  return backward_(grads, saved);
 }
+
+namespace detail {
+namespace {
+thread_local bool t_pass_frees_graph = false;
+}  // namespace
+
+GraphFreeingScope::GraphFreeingScope(bool frees_graph) : previous_(t_pass_frees_graph) {
+  t_pass_frees_graph = frees_graph;
+}
+GraphFreeingScope::~GraphFreeingScope() { t_pass_frees_graph = previous_; }
+bool pass_frees_graph() { return t_pass_frees_graph; }
+}  // namespace detail
 
 }  // namespace braid::autograd

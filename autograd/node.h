@@ -89,7 +89,8 @@ class Node : public std::enable_shared_from_this<Node> {
 };
 
 // A tensor saved for backward, with the version it had when saved: unpacking after an in-place change
-// throws an error naming the tensor and the op that saved it.
+// throws an error naming the tensor and the op that saved it. It also keeps the tokens the saved-tensor
+// observers of its thread gave for it (saved_tensor_observer.h) exactly as long as it keeps the tensor.
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -97,19 +98,56 @@ class SavedTensor {
   // The saved tensor; throws InvalidArgument if it was modified in place since it was saved.
   const Tensor& unpack() const;
   bool defined() const { return tensor_.defined(); }
-  void reset() { tensor_ = Tensor(); }
+  void reset();
 
  private:
   Tensor tensor_;
   uint64_t version_ = 0;
   std::string saved_by_;
+  std::vector<std::shared_ptr<void>> observer_tokens_;
 };
+
+// The saved tensors of one run of a FunctionNode's rule. release(i) lets a rule drop a tensor it is done
+// with before it computes its other gradients, so that memory only the dropped tensor kept can go back
+// first (LinearBackward drops the weight once the input's gradient is computed, before the weight's
+// gradient is allocated; FSDP gives the gathered parameters back at that point). It does so only when the
+// backward pass frees the graph anyway (retain_graph false); otherwise it does nothing.
+class SavedTensors {
+ public:
+  SavedTensors(std::vector<SavedTensor>& saved, bool may_release) : saved_(saved), may_release_(may_release) {}
+  const SavedTensor& operator[](size_t i) const { return saved_[i]; }
+  size_t size() const { return saved_.size(); }
+  void release(size_t i) {
+    if (may_release_) saved_[i].reset();
+  }
+
+ private:
+  std::vector<SavedTensor>& saved_;
+  bool may_release_;
+};
+
+namespace detail {
+// Set by the engine around a backward pass: whether it releases each node's saved tensors after running
+// it (retain_graph false). Nested passes (a hook running backward) restore the outer value.
+class GraphFreeingScope {
+ public:
+  explicit GraphFreeingScope(bool frees_graph);
+  ~GraphFreeingScope();
+  GraphFreeingScope(const GraphFreeingScope&) = delete;
+  GraphFreeingScope& operator=(const GraphFreeingScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// Whether the backward pass running on this thread frees the graph (false outside any pass).
+bool pass_frees_graph();
+}  // namespace detail
 
 // A node whose backward is a function: the gradient rule lives next to its forward op (autograd/ops/*).
 // `saved` holds the tensors the rule reads; they are released with the graph.
 class FunctionNode final : public Node {
  public:
-  using Backward = std::function<TensorList(const TensorList& grads, const std::vector<SavedTensor>& saved)>;
+  using Backward = std::function<TensorList(const TensorList& grads, SavedTensors& saved)>;
 
   FunctionNode(std::string name, std::vector<Edge> next_edges, std::vector<SavedTensor> saved, Backward backward);
   std::string name() const override { return name_; }

@@ -24,7 +24,7 @@ Tensor to_device(const Tensor& t, Device device) {
   const Device from = t.device();
   return autograd::detail::record(
       "ToDeviceBackward", {t}, t.to(device), {},
-      [from](const nn::TensorList& grads, const std::vector<autograd::SavedTensor>&) {
+      [from](const nn::TensorList& grads, autograd::SavedTensors&) {
         return nn::TensorList{grads[0].defined() ? grads[0].to(from) : Tensor()};
       });
 }

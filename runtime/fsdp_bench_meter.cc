@@ -30,40 +30,48 @@ int64_t unit_extra_bytes(const fsdp::FSDPUnit& unit) {
   return unit.is_unshard_pending() ? unit.layout().unsharded_numel() * elem : 0;
 }
 
-// A unit's backward: its full gradients arrive while its parameters are gathered; its node then reshards
-// before taking the reduce-scatter input, which only adds where its padding makes it larger than them.
-int64_t unit_backward_bytes(const fsdp::FSDPUnit& unit) {
-  int64_t full = 0;
-  for (size_t i = 0; i < unit.managed_parameters().size(); ++i) {
-    int64_t numel = 1;
-    for (int64_t d : unit.layout().param(i).full_shape) numel *= d;
-    full += numel * static_cast<int64_t>(element_size(unit.managed_parameters()[i].second.dtype()));
-  }
-  if (!unit.is_sharded() || unit.managed_parameters().empty()) return full;
-  const int64_t elem = static_cast<int64_t>(element_size(unit.managed_parameters().front().second.dtype()));
-  return full + std::max<int64_t>(0, unit.layout().unsharded_numel() * elem - full);
-}
-
 }  // namespace
 
 StateMeter::StateMeter(nn::Module& model) : model_(model) {
   for (auto& [path, m] : model.named_modules()) {
     auto unit = fsdp::unit_of_module(*m);
     if (unit == nullptr || unit->managed_parameters().empty()) continue;
-    // Registered after fully_shard's hooks, so these run after FSDP's own: the unit is gathered.
-    m->add_forward_pre_hook([this](nn::Module&, nn::TensorList&) { sample(0); });
-    const int64_t in_backward = unit_backward_bytes(*unit);
-    m->add_forward_hook([this, in_backward](nn::Module&, const nn::TensorList&, nn::TensorList& outputs) {
+    // Registered after fully_shard's hooks, so these run after FSDP's own: the unit is gathered, and its
+    // parameters carry this forward's reduction node.
+    m->add_forward_pre_hook([this](nn::Module& module, nn::TensorList&) {
+      sample(0);
+      watch_reduction_node(module);
+    });
+    m->add_forward_hook([this](nn::Module&, const nn::TensorList&, nn::TensorList& outputs) {
       for (const Tensor& out : outputs) {
         if (!out.defined() || !autograd::requires_grad(out)) continue;
-        autograd::register_hook(out, [this, in_backward](const Tensor&) {
-          sample(in_backward);
+        autograd::register_hook(out, [this](const Tensor&) {
+          sample(0);
           return Tensor();
         });
         break;  // one sample per backward of the unit
       }
     });
   }
+}
+
+void StateMeter::watch_reduction_node(nn::Module& unit_module) {
+  auto unit = fsdp::unit_of_module(unit_module);
+  std::shared_ptr<autograd::Node> node;
+  for (const auto& [name, p] : unit->managed_parameters()) {
+    if ((node = autograd::grad_fn(p)) != nullptr) break;
+  }
+  if (node == nullptr) return;  // no grad: no backward to watch
+  // Pre-hooks run one after the other once every gradient has arrived: the last one's sample holds them
+  // all, next to whatever the unit still has gathered.
+  for (uint32_t i = 0; i < node->num_inputs(); ++i) {
+    node->add_pre_hook(i, [this](const Tensor& grad) {
+      in_node_ += bytes(grad);
+      sample(in_node_);
+      return Tensor();
+    });
+  }
+  node->add_post_hook([this](const autograd::TensorList&) { in_node_ = 0; });
 }
 
 void StateMeter::after_step(const nn::optim::Optimizer& optimizer) {

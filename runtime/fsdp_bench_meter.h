@@ -5,16 +5,17 @@
 //   * parameters: every parameter handle's current data (a shard, or the full tensor while its unit is
 //     gathered), plus the shards a gathered unit keeps aside, plus the gathered storage of a unit whose
 //     all-gather was issued (prefetch) but is not finished;
-//   * gradients: every .grad, plus, in a unit's backward, the full-size gradients of that unit that the
-//     engine hands its reduction node and the reduce-scatter input built from them (unit-sized, taken
-//     per reduction);
+//   * gradients: every .grad, plus, when a unit's reduction node runs, the full-size gradients the engine
+//     hands it (the tensors themselves, measured in the node's pre-hooks);
 //   * optimizer state: the tensors of the optimizer's state dict, once it has stepped (Adam's 0-dim
 //     "step" counters included).
 // tests/mp/fsdp/fsdp_meter_test.cc checks the count against one made by hand.
 // Samples are taken after each unit's pre-forward (its parameters gathered), in the gradient hook of
-// each unit's output that runs after FSDP's pre-backward (gathered again, its gradients about to arrive),
-// and after the optimizer step. The peak is the largest sample: an accounting of what FSDP keeps alive,
-// not of activations or of the process (the bench reports VmHWM for that).
+// each unit's output that runs after FSDP's pre-backward (gathered again if backward needs them), as the
+// unit's reduction node receives its full gradients, and after the optimizer step. The peak is the
+// largest sample: an accounting of what FSDP keeps alive. Gradients the engine holds for a unit while
+// other ops of the same unit still run backward fall between samples (one op per unit, as in the bench's
+// Linear units, leaves no such gap); the bench's allocator peak counts every tensor at every moment.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ class StateMeter {
 
  private:
   int64_t sample(int64_t in_flight);  // returns the sample
+  void watch_reduction_node(nn::Module& unit_module);
+
+  int64_t in_node_ = 0;  // full gradients received by the reduction node now running
 
   nn::Module& model_;
   int64_t optimizer_bytes_ = 0;

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -63,12 +64,12 @@ void* CpuAllocator::allocate(size_t nbytes) {
       void* p = it->second.back();
       it->second.pop_back();
       stats_.cached_bytes -= size;
-      stats_.allocated_bytes += size;
+      add_held(size);
       ++stats_.hits;
       return p;
     }
     ++stats_.misses;
-    stats_.allocated_bytes += size;
+    add_held(size);
   }
   void* p = allocate_block(size);
   if (p == nullptr) {
@@ -80,9 +81,29 @@ void* CpuAllocator::allocate(size_t nbytes) {
     p = allocate_block(size);
     if (p == nullptr) throw std::bad_alloc();
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.allocated_bytes += size;
+    add_held(size);
   }
   return p;
+}
+
+void CpuAllocator::add_held(size_t bytes) {
+  stats_.allocated_bytes += bytes;
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes + stats_.external_bytes);
+}
+
+void CpuAllocator::note_external(int64_t delta_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (delta_bytes < 0) {
+    stats_.external_bytes -= std::min(stats_.external_bytes, static_cast<size_t>(-delta_bytes));
+    return;
+  }
+  stats_.external_bytes += static_cast<size_t>(delta_bytes);
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes + stats_.external_bytes);
+}
+
+void CpuAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_bytes = stats_.allocated_bytes + stats_.external_bytes;
 }
 
 void CpuAllocator::deallocate(void* ptr, size_t nbytes) {

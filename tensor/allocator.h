@@ -18,6 +18,9 @@ namespace braid {
 
 struct AllocatorStats {
   size_t allocated_bytes = 0;  // handed out and not yet returned (rounded sizes)
+  size_t external_bytes = 0;   // tensor memory mapped outside the allocator, as its owners report it
+  // The most allocated_bytes + external_bytes reached since the process started or reset_peak().
+  size_t peak_bytes = 0;
   size_t cached_bytes = 0;     // free blocks held for reuse
   uint64_t hits = 0;           // allocations served from the cache
   uint64_t misses = 0;         // allocations that went to the OS
@@ -34,6 +37,11 @@ class CpuAllocator {
   // Frees every cached block.
   void empty_cache();
   AllocatorStats stats() const;
+  // Tensor memory that does not come from here but should count in the stats and the peak: a storage
+  // with a mapping of its own reports the bytes it holds resident (+) and gives back (-).
+  void note_external(int64_t delta_bytes);
+  // Starts a new peak from what is held now (as torch.cuda.reset_peak_memory_stats).
+  void reset_peak();
 
   // The size a request is served with; exposed for tests.
   static size_t round_size(size_t nbytes);
@@ -48,6 +56,7 @@ class CpuAllocator {
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_blocks_;  // GUARDED_BY(mu_), keyed by rounded size
   size_t cache_limit_;
+  void add_held(size_t bytes);  // requires mu_
   AllocatorStats stats_;  // GUARDED_BY(mu_)
 };
 

@@ -14,9 +14,9 @@ using detail::sum_to;
 namespace {
 // Gradient of a unary op from its output gradient and a local derivative.
 Tensor unary_record(const char* name, const Tensor& a, const Tensor& out, std::vector<SavedTensor> saved,
-                    std::function<Tensor(const Tensor& grad, const std::vector<SavedTensor>& saved)> rule) {
+                    std::function<Tensor(const Tensor& grad, SavedTensors& saved)> rule) {
   return record(name, {a}, out, std::move(saved),
-                [rule = std::move(rule)](const TensorList& g, const std::vector<SavedTensor>& s) -> TensorList {
+                [rule = std::move(rule)](const TensorList& g, SavedTensors& s) -> TensorList {
                   return {rule(g[0], s)};
                 });
 }
@@ -24,14 +24,14 @@ Tensor unary_record(const char* name, const Tensor& a, const Tensor& out, std::v
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   return record("AddBackward", {a, b}, braid::add(a, b, alpha), {},
-                [sa = a.shape(), sb = b.shape(), alpha](const TensorList& g, const std::vector<SavedTensor>&) {
+                [sa = a.shape(), sb = b.shape(), alpha](const TensorList& g, SavedTensors&) {
                   return TensorList{sum_to(g[0], sa), sum_to(braid::mul(g[0], alpha), sb)};
                 });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
   return record("SubBackward", {a, b}, braid::sub(a, b, alpha), {},
-                [sa = a.shape(), sb = b.shape(), alpha](const TensorList& g, const std::vector<SavedTensor>&) {
+                [sa = a.shape(), sb = b.shape(), alpha](const TensorList& g, SavedTensors&) {
                   return TensorList{sum_to(g[0], sa), sum_to(braid::mul(g[0], -alpha.to_double()), sb)};
                 });
 }
@@ -40,7 +40,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const auto needs = detail::needs_grad({a, b});
   return record("MulBackward", {a, b}, braid::mul(a, b),
                 {SavedTensor(needs[1] ? a : Tensor(), "MulBackward"), SavedTensor(needs[0] ? b : Tensor(), "MulBackward")},
-                [sa = a.shape(), sb = b.shape(), needs](const TensorList& g, const std::vector<SavedTensor>& s) {
+                [sa = a.shape(), sb = b.shape(), needs](const TensorList& g, SavedTensors& s) {
                   return TensorList{needs[0] ? sum_to(braid::mul(g[0], s[1].unpack()), sa) : Tensor(),
                                     needs[1] ? sum_to(braid::mul(g[0], s[0].unpack()), sb) : Tensor()};
                 });
@@ -50,7 +50,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   const auto needs = detail::needs_grad({a, b});
   return record("DivBackward", {a, b}, braid::div(a, b),
                 {SavedTensor(needs[1] ? a : Tensor(), "DivBackward"), SavedTensor(b, "DivBackward")},
-                [sa = a.shape(), sb = b.shape(), needs](const TensorList& g, const std::vector<SavedTensor>& s) {
+                [sa = a.shape(), sb = b.shape(), needs](const TensorList& g, SavedTensors& s) {
                   const Tensor& bv = s[1].unpack();
                   Tensor ga, gb;
                   if (needs[0]) ga = sum_to(braid::div(g[0], bv), sa);
@@ -61,27 +61,27 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a, Scalar b) {
   return unary_record("AddBackward", a, braid::add(a, b), {},
-                      [](const Tensor& g, const std::vector<SavedTensor>&) { return g; });
+                      [](const Tensor& g, SavedTensors&) { return g; });
 }
 
 Tensor mul(const Tensor& a, Scalar b) {
   return unary_record("MulBackward", a, braid::mul(a, b), {},
-                      [b](const Tensor& g, const std::vector<SavedTensor>&) { return braid::mul(g, b); });
+                      [b](const Tensor& g, SavedTensors&) { return braid::mul(g, b); });
 }
 
 Tensor div(const Tensor& a, Scalar b) {
   return unary_record("DivBackward", a, braid::div(a, b), {},
-                      [b](const Tensor& g, const std::vector<SavedTensor>&) { return braid::div(g, b); });
+                      [b](const Tensor& g, SavedTensors&) { return braid::div(g, b); });
 }
 
 Tensor neg(const Tensor& a) {
   return unary_record("NegBackward", a, braid::neg(a), {},
-                      [](const Tensor& g, const std::vector<SavedTensor>&) { return braid::neg(g); });
+                      [](const Tensor& g, SavedTensors&) { return braid::neg(g); });
 }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
   return unary_record("PowBackward", a, braid::pow(a, exponent), {SavedTensor(a, "PowBackward")},
-                      [exponent](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [exponent](const Tensor& g, SavedTensors& s) {
                         const double e = exponent.to_double();
                         if (e == 0.0) return braid::mul(g, 0.0);
                         // d/dx x^e = e * x^(e-1)
@@ -92,25 +92,25 @@ Tensor pow(const Tensor& a, Scalar exponent) {
 Tensor exp(const Tensor& a) {
   Tensor out = braid::exp(a);
   return unary_record("ExpBackward", a, out, {SavedTensor(out, "ExpBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) { return braid::mul(g, s[0].unpack()); });
+                      [](const Tensor& g, SavedTensors& s) { return braid::mul(g, s[0].unpack()); });
 }
 
 Tensor log(const Tensor& a) {
   return unary_record("LogBackward", a, braid::log(a), {SavedTensor(a, "LogBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) { return braid::div(g, s[0].unpack()); });
+                      [](const Tensor& g, SavedTensors& s) { return braid::div(g, s[0].unpack()); });
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = braid::sqrt(a);
   return unary_record("SqrtBackward", a, out, {SavedTensor(out, "SqrtBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [](const Tensor& g, SavedTensors& s) {
                         return braid::div(g, braid::mul(s[0].unpack(), 2.0));
                       });
 }
 
 Tensor abs(const Tensor& a) {
   return unary_record("AbsBackward", a, braid::abs(a), {SavedTensor(a, "AbsBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [](const Tensor& g, SavedTensors& s) {
                         return braid::mul(g, braid::sign(s[0].unpack()));
                       });
 }
@@ -118,7 +118,7 @@ Tensor abs(const Tensor& a) {
 Tensor relu(const Tensor& a) {
   Tensor out = braid::relu(a);
   return unary_record("ReluBackward", a, out, {SavedTensor(out, "ReluBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [](const Tensor& g, SavedTensors& s) {
                         // The output, not the input, decides: grad flows where relu(x) > 0.
                         return braid::mul(g, braid::gt(s[0].unpack(), 0).to(g.dtype()));
                       });
@@ -147,7 +147,7 @@ Tensor gelu(const Tensor& a) {
   Tensor out = braid::mul(x, cdf);
   return unary_record("GeluBackward", a, out, {SavedTensor(x, "GeluBackward"), SavedTensor(cdf, "GeluBackward"),
                                                SavedTensor(pdf, "GeluBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [](const Tensor& g, SavedTensors& s) {
                         // d/dx x Phi(x) = Phi(x) + x phi(x)
                         return braid::mul(g, braid::add(s[1].unpack(), braid::mul(s[0].unpack(), s[2].unpack())));
                       });
@@ -156,7 +156,7 @@ Tensor gelu(const Tensor& a) {
 Tensor sigmoid(const Tensor& a) {
   Tensor out = braid::sigmoid(a);
   return unary_record("SigmoidBackward", a, out, {SavedTensor(out, "SigmoidBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [](const Tensor& g, SavedTensors& s) {
                         const Tensor& y = s[0].unpack();
                         return braid::mul(g, braid::mul(y, braid::sub(ones_like(y), y)));
                       });
@@ -165,7 +165,7 @@ Tensor sigmoid(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   Tensor out = braid::tanh(a);
   return unary_record("TanhBackward", a, out, {SavedTensor(out, "TanhBackward")},
-                      [](const Tensor& g, const std::vector<SavedTensor>& s) {
+                      [](const Tensor& g, SavedTensors& s) {
                         const Tensor& y = s[0].unpack();
                         return braid::mul(g, braid::sub(ones_like(y), braid::mul(y, y)));
                       });

@@ -127,7 +127,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& of
       {SavedTensor(w, "EmbeddingBagBackward"), SavedTensor(psw, "EmbeddingBagBackward"),
        SavedTensor(argmax, "EmbeddingBagBackward")},
       [bags, mode, has_psw, nbags, dim, sparse, shape = weight.shape()](const TensorList& g,
-                                                                        const std::vector<SavedTensor>& s) {
+                                                                        SavedTensors& s) {
         const Tensor go = g[0].contiguous();
         if (sparse) return sparse_backward(bags, mode, has_psw ? s[1].unpack() : Tensor(), s[0].unpack(), go, shape);
         Tensor gw = zeros(shape, go.dtype());

@@ -13,7 +13,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return detail::record("MmBackward", {a, b}, braid::mm(a, b),
                         {SavedTensor(needs[1] ? a : Tensor(), "MmBackward"),
                          SavedTensor(needs[0] ? b : Tensor(), "MmBackward")},
-                        [needs](const TensorList& g, const std::vector<SavedTensor>& s) {
+                        [needs](const TensorList& g, SavedTensors& s) {
                           // d(ab)/da = g b^T, d(ab)/db = a^T g; transposes are views (no copies).
                           return TensorList{needs[0] ? braid::mm(g[0], s[1].unpack().t()) : Tensor(),
                                             needs[1] ? braid::mm(s[0].unpack().t(), g[0]) : Tensor()};
@@ -25,7 +25,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return detail::record("BmmBackward", {a, b}, braid::bmm(a, b),
                         {SavedTensor(needs[1] ? a : Tensor(), "BmmBackward"),
                          SavedTensor(needs[0] ? b : Tensor(), "BmmBackward")},
-                        [needs](const TensorList& g, const std::vector<SavedTensor>& s) {
+                        [needs](const TensorList& g, SavedTensors& s) {
                           return TensorList{needs[0] ? braid::bmm(g[0], s[1].unpack().transpose(1, 2)) : Tensor(),
                                             needs[1] ? braid::bmm(s[0].unpack().transpose(1, 2), g[0]) : Tensor()};
                         });
@@ -93,10 +93,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return detail::record(
       "LinearBackward", {x, weight, bias}, y,
       {SavedTensor(needs[1] ? x2 : Tensor(), "LinearBackward"), SavedTensor(needs[0] ? weight : Tensor(), "LinearBackward")},
-      [needs, x_shape = x.shape()](const TensorList& g, const std::vector<SavedTensor>& s) {
+      [needs, x_shape = x.shape()](const TensorList& g, SavedTensors& s) {
         const Tensor g2 = g[0].reshape({-1, g[0].size(-1)});
         Tensor gx, gw, gb;
         if (needs[0]) gx = braid::mm(g2, s[1].unpack()).view(x_shape);
+        // The weight is not needed any more: whatever only it kept alive (FSDP's gathered parameters) can
+        // go back before the weight's gradient, as large as the weight, is allocated.
+        s.release(1);
         if (needs[1]) gw = braid::mm(g2.t(), s[0].unpack());
         if (needs[2]) gb = braid::sum(g2, {0});
         return TensorList{gx, gw, gb};

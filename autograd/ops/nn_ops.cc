@@ -20,7 +20,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   const Tensor e = braid::exp(shifted);
   const Tensor y = braid::div(e, braid::sum(e, {d}, true));
   return record("SoftmaxBackward", {x}, y, {SavedTensor(y, "SoftmaxBackward")},
-                [d](const TensorList& g, const std::vector<SavedTensor>& s) {
+                [d](const TensorList& g, SavedTensors& s) {
                   const Tensor& yv = s[0].unpack();
                   // dx = y * (g - sum(g * y))
                   const Tensor dot = braid::sum(braid::mul(g[0], yv), {d}, true);
@@ -34,7 +34,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   const Tensor lse = braid::log(braid::sum(braid::exp(shifted), {d}, true));
   const Tensor y = braid::sub(shifted, lse);
   return record("LogSoftmaxBackward", {x}, y, {SavedTensor(y, "LogSoftmaxBackward")},
-                [d](const TensorList& g, const std::vector<SavedTensor>& s) {
+                [d](const TensorList& g, SavedTensors& s) {
                   // dx = g - exp(y) * sum(g)
                   const Tensor total = braid::sum(g[0], {d}, true);
                   return TensorList{braid::sub(g[0], braid::mul(braid::exp(s[0].unpack()), total))};
@@ -56,7 +56,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                : reduction == Reduction::Sum ? braid::sum(picked)
                                               : braid::mean(picked);
   return record("NllLossBackward", {log_probs}, out, {SavedTensor(idx, "NllLossBackward")},
-                [reduction, n, c](const TensorList& g, const std::vector<SavedTensor>& s) {
+                [reduction, n, c](const TensorList& g, SavedTensors& s) {
                   Tensor per_row = reduction == Reduction::None ? g[0].reshape({n, 1})
                                    : reduction == Reduction::Sum ? g[0].reshape({1, 1}).expand({n, 1})
                                                                  : braid::div(g[0], static_cast<double>(n)).reshape({1, 1}).expand({n, 1});

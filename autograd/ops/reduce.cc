@@ -36,7 +36,7 @@ Tensor expand_back(const Tensor& g, const Shape& in_shape, const Shape& dims, bo
 Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
   const Shape rd = reduced_dims(a, dims);
   return detail::record("SumBackward", {a}, braid::sum(a, dims, keepdim), {},
-                        [shape = a.shape(), rd, keepdim](const TensorList& g, const std::vector<SavedTensor>&) {
+                        [shape = a.shape(), rd, keepdim](const TensorList& g, SavedTensors&) {
                           return TensorList{expand_back(g[0], shape, rd, keepdim).contiguous()};
                         });
 }
@@ -46,7 +46,7 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
   int64_t count = 1;
   for (int64_t d : rd) count *= a.shape()[d];
   return detail::record("MeanBackward", {a}, braid::mean(a, dims, keepdim), {},
-                        [shape = a.shape(), rd, keepdim, count](const TensorList& g, const std::vector<SavedTensor>&) {
+                        [shape = a.shape(), rd, keepdim, count](const TensorList& g, SavedTensors&) {
                           return TensorList{braid::div(expand_back(g[0], shape, rd, keepdim), static_cast<double>(count))};
                         });
 }
@@ -54,7 +54,7 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
 Tensor norm(const Tensor& a) {
   Tensor out = braid::norm(a);
   return detail::record("NormBackward", {a}, out, {SavedTensor(a, "NormBackward"), SavedTensor(out, "NormBackward")},
-                        [](const TensorList& g, const std::vector<SavedTensor>& s) {
+                        [](const TensorList& g, SavedTensors& s) {
                           const Tensor& x = s[0].unpack();
                           const Tensor& n = s[1].unpack();
                           // d|x|/dx = x / |x|, taken as 0 where |x| = 0 (as PyTorch's subgradient).

@@ -11,7 +11,7 @@ using detail::record;
 namespace {
 using Rule = std::function<Tensor(const Tensor& grad)>;
 Tensor unary_view(const char* name, const Tensor& a, const Tensor& out, Rule rule) {
-  return record(name, {a}, out, {}, [rule = std::move(rule)](const TensorList& g, const std::vector<SavedTensor>&) {
+  return record(name, {a}, out, {}, [rule = std::move(rule)](const TensorList& g, SavedTensors&) {
     return TensorList{rule(g[0])};
   });
 }
@@ -89,7 +89,7 @@ Tensor to(const Tensor& a, DType dtype) {
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return record("IndexSelectBackward", {a}, braid::index_select(a, dim, index), {SavedTensor(index, "IndexSelectBackward")},
-                [s = a.shape(), dim](const TensorList& g, const std::vector<SavedTensor>& saved) {
+                [s = a.shape(), dim](const TensorList& g, SavedTensors& saved) {
                   // Rows picked several times receive the sum of their gradients.
                   const Tensor& idx = saved[0].unpack();
                   const int64_t d = wrap_dim(dim, static_cast<int64_t>(s.size()), "index_select");
@@ -113,7 +113,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     skipped.push_back(t.dim() == 1 && t.numel() == 0);
     sizes.push_back(skipped.back() ? 0 : t.size(d));
   }
-  return record("CatBackward", tensors, out, {}, [sizes, skipped, d](const TensorList& g, const std::vector<SavedTensor>&) {
+  return record("CatBackward", tensors, out, {}, [sizes, skipped, d](const TensorList& g, SavedTensors&) {
     TensorList out_grads;
     int64_t start = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -129,7 +129,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = braid::stack(tensors, dim);
   const int64_t d = wrap_dim(dim, out.dim(), "stack");
-  return record("StackBackward", tensors, out, {}, [d, n = tensors.size()](const TensorList& g, const std::vector<SavedTensor>&) {
+  return record("StackBackward", tensors, out, {}, [d, n = tensors.size()](const TensorList& g, SavedTensors&) {
     TensorList out_grads;
     for (size_t i = 0; i < n; ++i) out_grads.push_back(g[0].select(d, static_cast<int64_t>(i)));
     return out_grads;
@@ -142,7 +142,7 @@ std::vector<Tensor> record_pieces(const char* name, const Tensor& a, const std::
   const int64_t d = wrap_dim(dim, a.dim(), name);
   std::vector<Shape> shapes;
   for (const Tensor& p : pieces) shapes.push_back(p.shape());
-  return detail::record_multi(name, {a}, pieces, {}, [shapes, d](const TensorList& g, const std::vector<SavedTensor>&) {
+  return detail::record_multi(name, {a}, pieces, {}, [shapes, d](const TensorList& g, SavedTensors&) {
     TensorList parts;
     DType dtype = DType::Float32;
     Device device = Device::cpu();

@@ -80,7 +80,7 @@ std::vector<Tensor> DelayedAllreduce::attach_sink(const std::vector<Tensor>& out
   std::weak_ptr<DelayedAllreduce> weak = weak_from_this();
   const std::vector<Tensor> sunk = autograd::detail::record_multi(
       "DDPSinkBackward", tracked, tracked, {},
-      [weak](const autograd::TensorList& grads, const std::vector<autograd::SavedTensor>&) {
+      [weak](const autograd::TensorList& grads, autograd::SavedTensors&) {
         if (auto self = weak.lock()) self->queue_reduction();
         return grads;  // identity
       });

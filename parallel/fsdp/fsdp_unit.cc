@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "base/error.h"
 #include "parallel/fsdp/post_backward_node.h"
+#include "parallel/fsdp/saved_use_counter.h"
 #include "parallel/fsdp/unit_registry.h"
 #include "tensor/factory.h"
 
@@ -139,8 +140,17 @@ void FSDPUnit::unshard() {
 void FSDPUnit::start_unshard() {
   if (unsharded_ || unshard_pending_ || !is_sharded() || params_.empty()) return;
   autograd::NoGradGuard no_grad;
-  if (!unsharded_storage_) unsharded_storage_.emplace(layout_.unsharded_numel(), param_dtype_, device_);
-  if (!gather_input_.defined()) gather_input_ = zeros({layout_.block_numel()}, TensorOptions(param_dtype_, device_));
+  if (!unsharded_storage_) {
+    unsharded_storage_.emplace(layout_.unsharded_numel(), param_dtype_, device_);
+    std::weak_ptr<FSDPUnit> weak = weak_from_this();
+    saved_uses_ = std::make_shared<SavedUseCounter>(unsharded_storage_->flat().storage().get(), [weak] {
+      if (auto unit = weak.lock()) unit->saved_uses_gone();
+    });
+  }
+  // Per gather, like every communication buffer here: kept per unit they would add up to 1/N of the model
+  // again; taken when needed, units of one size share the allocator's cached block (no page faults).
+  gather_input_ = empty({layout_.block_numel()}, TensorOptions(param_dtype_, device_));
+  unsharded_storage_->will_fill();
   std::vector<std::shared_ptr<collectives::Work>>& works = pending_gathers_;
   works.clear();
   works.reserve(params_.size());
@@ -155,7 +165,9 @@ void FSDPUnit::start_unshard() {
     // The handle's current data is the shard (the optimizer may have replaced or updated it).
     shards_[i] = p.alias();
     Tensor segment = layout_.block_segment(gather_input_, i);
-    if (spec.shard_rows(rank_) > 0) segment.narrow(0, 0, spec.shard_rows(rank_)).copy_(p);
+    const int64_t rows = spec.shard_rows(rank_);
+    if (rows > 0) segment.narrow(0, 0, rows).copy_(p);
+    if (rows < spec.rows_per_rank) segment.narrow(0, rows, spec.rows_per_rank - rows).zero_();
     Tensor in = gather_input_.narrow(0, spec.block_offset, spec.padded_shard_numel());
     Tensor out = layout_.padded_full_segment(unsharded_storage_->flat(), i);
     // One all-gather per parameter, straight into its place: no copy-out, and the collectives leave the
@@ -171,6 +183,7 @@ void FSDPUnit::finish_unshard() {
   std::vector<std::shared_ptr<collectives::Work>> works = std::move(pending_gathers_);
   pending_gathers_.clear();
   wait_all(works, describe() + ": all-gather of the parameters");
+  gather_input_ = Tensor();
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].second.set_data(layout_.full_view(unsharded_storage_->flat(), i));
   }
@@ -209,6 +222,10 @@ void FSDPUnit::pre_forward(TensorList& inputs) {
   // A forward that activation checkpointing runs again inside backward is no step of the recorded order:
   // neither record it nor prefetch the unit that followed it in the real forward (its backward is over).
   const bool recomputing = autograd::in_checkpoint_recompute();
+  if (!recomputing) in_backward_ = false;
+  in_forward_ = true;
+  // Count what this forward saves of the gathered parameters (see saved_uses_gone).
+  if (saved_uses_) autograd::add_saved_tensor_observer(saved_uses_);
   if ((options_.forward_prefetch || options_.backward_prefetch) && !recomputing) record_and_prefetch();
   const auto& mp = options_.mixed_precision;
   if (mp.param_dtype && mp.cast_forward_inputs) {
@@ -238,6 +255,8 @@ void FSDPUnit::pre_forward(TensorList& inputs) {
 }
 
 void FSDPUnit::post_forward(TensorList& outputs) {
+  in_forward_ = false;
+  if (saved_uses_) autograd::remove_saved_tensor_observer(saved_uses_.get());
   const bool recorded = node_attached_;
   detach_from_node();
   if (is_root_forward_) finish_recording();
@@ -298,10 +317,28 @@ void FSDPUnit::finish_recording() {
   order_recorded_ = true;
 }
 
+bool FSDPUnit::needs_params_in_backward() const { return saved_uses_ == nullptr || saved_uses_->live() > 0; }
+
 void FSDPUnit::pre_backward() {
-  unshard();
+  in_backward_ = true;
+  // Backward reads the gathered parameters only through what forward saved of them. Nothing saved (a
+  // first layer: its input needs no gradient, so its weight is not saved): no all-gather at all, and
+  // SHARD_GRAD_OP's parameters kept from forward go back now.
+  if (needs_params_in_backward()) {
+    unshard();
+  } else {
+    reshard();
+  }
   if (!options_.backward_prefetch) return;
-  if (auto previous = previous_forward_.lock()) previous->start_unshard();
+  auto previous = previous_forward_.lock();
+  if (previous && previous->needs_params_in_backward()) previous->start_unshard();
+}
+
+void FSDPUnit::saved_uses_gone() {
+  // The last saved alias of the gathered parameters was dropped during backward: no op left in the graph
+  // reads them, so they go back now, before the gradients (as large as they) reach this unit's node.
+  // Not inside a forward: a forward that activation checkpointing recomputes still needs them.
+  if (in_backward_ && !in_forward_ && is_sharded()) reshard();
 }
 
 TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
@@ -329,39 +366,84 @@ TensorList FSDPUnit::post_backward(const TensorList& full_grads) {
   return out;
 }
 
+namespace {
+// Parameters whose full gradient is at least this large are reduce-scattered straight from it when its
+// layout allows; smaller ones share one packed collective (one call per tiny bias would cost more than
+// the copy).
+constexpr int64_t kDirectReduceScatterBytes = 1 << 20;
+}  // namespace
+
+bool FSDPUnit::reduces_in_place(size_t i, const Tensor& grad) const {
+  // Rank r's rows of an unpadded gradient are its r-th contiguous slice: exactly a reduce-scatter input.
+  const ParamShardSpec& spec = layout_.param(i);
+  return grad.defined() && grad.dtype() == reduce_dtype_ && grad.device() == device_ && grad.is_contiguous() &&
+         spec.rows_per_rank * world_ == spec.rows &&
+         grad.numel() * static_cast<int64_t>(element_size(reduce_dtype_)) >= kDirectReduceScatterBytes;
+}
+
 void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& out) {
-  const int64_t block = layout_.block_numel();
-  if (!scatter_output_.defined()) scatter_output_ = empty({block}, TensorOptions(reduce_dtype_, device_));
-  // The input is as large as the whole unit: kept per unit it would add up to the full model on every
-  // rank. Taken for this reduction only, it goes back to the allocator's cache, from which the next unit
-  // of the same size gets the same block (no page faults). Zeroed: the padding must contribute nothing.
-  Tensor scatter_input = zeros({block * world_}, TensorOptions(reduce_dtype_, device_));
+  // The output is one block (every parameter's shard); the shard gradients handed on are views of it.
+  const Tensor scatter_output = empty({layout_.block_numel()}, TensorOptions(reduce_dtype_, device_));
+  std::vector<std::shared_ptr<collectives::Work>> works;
+  std::vector<size_t> packed;  // parameters that go through one packed (copied, padded) input
+  int64_t packed_block = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const ParamShardSpec& spec = layout_.param(i);
-    for (int r = 0; r < world_; ++r) {
-      const int64_t rows = spec.shard_rows(r);
-      if (rows == 0) continue;
-      Tensor dst = scatter_input.narrow(0, r * block + spec.block_offset, rows * spec.row_numel)
-                       .view(spec.shard_shape(r));
-      // An unused parameter contributes zeros, so every rank still joins the same collective.
-      if (full_grads[i].defined()) dst.copy_(layout_.shard_of(full_grads[i], i, r));
+    if (reduces_in_place(i, full_grads[i])) {
+      Tensor shard = layout_.block_segment(scatter_output, i).reshape({-1});
+      Tensor full = full_grads[i].reshape({-1});
+      works.push_back(group_->reduce_scatter_tensor(shard, full));
+    } else {
+      packed.push_back(i);
+      packed_block += layout_.param(i).padded_shard_numel();
     }
   }
-  auto work = group_->reduce_scatter_tensor(scatter_output_, scatter_input);
-  wait_all({work}, describe() + ": reduce-scatter of the gradients");
+  Tensor packed_output;
+  if (!packed.empty()) {
+    // World blocks, rank-major; zeroed, because padding and unused parameters must contribute nothing.
+    Tensor packed_input = zeros({packed_block * world_}, TensorOptions(reduce_dtype_, device_));
+    packed_output = packed.size() == params_.size()
+                        ? scatter_output
+                        : empty({packed_block}, TensorOptions(reduce_dtype_, device_));
+    int64_t offset = 0;
+    for (size_t i : packed) {
+      const ParamShardSpec& spec = layout_.param(i);
+      for (int r = 0; r < world_ && full_grads[i].defined(); ++r) {
+        const int64_t rows = spec.shard_rows(r);
+        if (rows == 0) continue;
+        packed_input.narrow(0, r * packed_block + offset, rows * spec.row_numel)
+            .view(spec.shard_shape(r))
+            .copy_(layout_.shard_of(full_grads[i], i, r));
+      }
+      offset += spec.padded_shard_numel();
+    }
+    works.push_back(group_->reduce_scatter_tensor(packed_output, packed_input));
+  }
+  wait_all(works, describe() + ": reduce-scatter of the gradients");
+  if (packed_output.defined() && !packed_output.is_same(scatter_output)) {
+    int64_t offset = 0;
+    for (size_t i : packed) {
+      const int64_t n = layout_.param(i).padded_shard_numel();
+      layout_.block_segment(scatter_output, i).reshape({-1}).copy_(packed_output.narrow(0, offset, n));
+      offset += n;
+    }
+  }
   int replicas = 1;
   if (const auto& replicate = options_.replicate_group) {
     // HYBRID_SHARD: every replica of this shard adds its part.
     replicas = replicate->size();
-    TensorList list{scatter_output_};
+    TensorList list{scatter_output};
     wait_all({replicate->allreduce(list)}, describe() + ": allreduce of the gradient shards across replicas");
   }
-  scatter_output_.mul_(Scalar(1.0 / (static_cast<double>(world_) * replicas)));
+  scatter_output.mul_(Scalar(1.0 / (static_cast<double>(world_) * replicas)));
   for (size_t i = 0; i < params_.size(); ++i) {
-    // A fresh tensor: AccumulateGrad may keep it as .grad, and the buffer is reused next step. With
-    // offload_params it goes where the shard is.
-    const Tensor mine = layout_.block_segment(scatter_output_, i).narrow(0, 0, layout_.param(i).shard_rows(rank_));
-    out[i] = shard_device_ == device_ ? fresh_copy(mine, dtype_) : mine.to(dtype_).to(shard_device_);
+    // The block is this reduction's own, so AccumulateGrad may keep the views as .grad. Another dtype
+    // (mixed precision) or offload_params makes copies where the shard is.
+    const Tensor mine = layout_.block_segment(scatter_output, i).narrow(0, 0, layout_.param(i).shard_rows(rank_));
+    if (shard_device_ != device_) {
+      out[i] = mine.to(dtype_).to(shard_device_);
+    } else {
+      out[i] = mine.dtype() == dtype_ ? mine : mine.to(dtype_);
+    }
   }
 }
 

@@ -13,7 +13,12 @@
 //     unit), averages them, reshards, and hands the shard gradients on to each parameter's own
 //     AccumulateGrad — .grad (or a GradSink) gets a shard, accumulating across steps as usual.
 //   * The pre-backward hook sits on the forward outputs' gradients: it unshards again when forward had
-//     resharded, before any op of the unit runs backward.
+//     resharded, before any op of the unit runs backward, if backward needs the parameters at all.
+//   * Backward reads the gathered parameters only through the tensors forward saved of them, which a
+//     SavedUseCounter counts. When the last one is dropped (LinearBackward drops its weight before
+//     computing the weight's gradient) the unit reshards at once, so the gathered parameters and the
+//     full gradients never coexist; with none saved, backward does not gather. The node's reshard is
+//     then a no-op. retain_graph keeps the saved tensors, and the node reshards as before.
 //
 // Collectives happen on the thread running forward/backward, in an order fixed by the module structure
 // and the autograd engine's deterministic order, so every rank issues the same sequence on the group.
@@ -36,6 +41,8 @@
 namespace braid::parallel::fsdp {
 
 using nn::TensorList;
+
+class SavedUseCounter;
 
 class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
  public:
@@ -82,13 +89,17 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   void pre_forward(TensorList& inputs);
   void post_forward(TensorList& outputs);
   void pre_backward();
+  // Whether backward still reads the gathered parameters: some tensor saved in forward aliases them.
+  bool needs_params_in_backward() const;
   // The node's work: full gradients (undefined for an unused parameter) in, shard gradients out.
   TensorList post_backward(const TensorList& full_grads);
 
  private:
   void reduce_scatter_grads(const TensorList& full_grads, TensorList& out);
+  bool reduces_in_place(size_t i, const Tensor& grad) const;
   void allreduce_grads(const TensorList& full_grads, TensorList& out);
   void detach_from_node();
+  void saved_uses_gone();
   void record_and_prefetch();
   void finish_recording();
   std::string describe() const;
@@ -120,8 +131,11 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   std::vector<Tensor> shards_;      // the shard each handle held before unshard()
   // Reused across steps (a fresh allocation costs page faults every step).
   std::optional<UnshardedStorage> unsharded_storage_;
-  Tensor gather_input_;   // one padded block: this rank's shards
-  Tensor scatter_output_; // one block (the reduce-scatter input, world blocks, is taken per reduction)
+  // Counts the tensors saved in forward that alias unsharded_storage_ (made with it).
+  std::shared_ptr<SavedUseCounter> saved_uses_;
+  bool in_forward_ = false;   // between pre_forward and post_forward
+  bool in_backward_ = false;  // from the pre-backward hook to the next forward that is not a recompute
+  Tensor gather_input_;   // one padded block, this rank's shards, while an all-gather is in flight
   Tensor allreduce_buffer_;  // NO_SHARD: every full gradient, flat
 };
 

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/error.h"
+#include "tensor/allocator.h"
 
 namespace braid::parallel::fsdp {
 
@@ -30,11 +31,23 @@ UnshardedStorage::UnshardedStorage(int64_t numel, DType dtype, Device device) {
   flat_ = Tensor::from_storage(std::move(storage), {numel}, {1}, 0, dtype);
 }
 
+UnshardedStorage::~UnshardedStorage() {
+  if (resident_) CpuAllocator::instance().note_external(-static_cast<int64_t>(mapped_bytes_));
+}
+
+void UnshardedStorage::will_fill() {
+  if (mapped_bytes_ == 0 || resident_) return;
+  CpuAllocator::instance().note_external(static_cast<int64_t>(mapped_bytes_));
+  resident_ = true;
+}
+
 void UnshardedStorage::release() {
   if (mapped_bytes_ == 0) return;
   if (madvise(mapping_, mapped_bytes_, MADV_DONTNEED) != 0) {
     BRAID_THROW(Error, "fsdp: madvise(MADV_DONTNEED) of {} bytes failed: {}", mapped_bytes_, std::strerror(errno));
   }
+  if (resident_) CpuAllocator::instance().note_external(-static_cast<int64_t>(mapped_bytes_));
+  resident_ = false;
 }
 
 }  // namespace braid::parallel::fsdp

@@ -25,9 +25,15 @@ namespace braid::parallel::fsdp {
 class UnshardedStorage {
  public:
   UnshardedStorage(int64_t numel, DType dtype, Device device);
+  ~UnshardedStorage();
+  UnshardedStorage(const UnshardedStorage&) = delete;
+  UnshardedStorage& operator=(const UnshardedStorage&) = delete;
 
   // The flat tensor over the whole storage (numel elements). Its address never changes.
   const Tensor& flat() const { return flat_; }
+  // Called before the storage is written (the all-gather): its pages become resident, and the CPU
+  // allocator's stats count them (CpuAllocator::note_external) until release().
+  void will_fill();
   // Gives the physical memory back where the device allows it; the next writer faults fresh pages in.
   void release();
   // Whether release() frees memory on this device (CPU mapping) or only forgets the contents.
@@ -37,6 +43,7 @@ class UnshardedStorage {
   Tensor flat_;
   void* mapping_ = nullptr;
   size_t mapped_bytes_ = 0;
+  bool resident_ = false;  // filled since the last release()
 };
 
 }  // namespace braid::parallel::fsdp

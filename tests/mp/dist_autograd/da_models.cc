@@ -89,7 +89,7 @@ struct Trainer {
 // A result whose backward throws, to fail a remote part of the backward pass.
 Tensor failing_backward(const Tensor& x) {
   return autograd::detail::record("FailingBackward", {x}, x.clone(), {},
-                                  [](const autograd::TensorList&, const std::vector<autograd::SavedTensor>&)
+                                  [](const autograd::TensorList&, autograd::SavedTensors&)
                                       -> autograd::TensorList {
                                     throw std::runtime_error("this backward fails on purpose");
                                   });

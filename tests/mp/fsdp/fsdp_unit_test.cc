@@ -3,11 +3,13 @@
 // applied twice, tied parameters across units, ranks that shard different models).
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
 #include "nn/linear.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/fsdp/unit_registry.h"
+#include "tensor/compare.h"
 #include "tests/mp/fsdp/fsdp_models.h"
 #include "tests/mp/support/mp_test.h"
 
@@ -40,12 +42,14 @@ TEST_CASE_METHOD(MpFixture, "fsdp: collectives per step and parameter states of 
   using S = fsdp::ShardingStrategy;
   struct Case {
     S strategy;
+    bool input_grad;  // whether the input needs a gradient: only then does backward read the weight
     uint64_t forward_ops, backward_ops;  // weight and bias: one all-gather each; one reduce-scatter
     bool full_between;                   // parameters full between forward and backward
   };
-  for (const Case& c : {Case{S::FULL_SHARD, 2, 3, false}, Case{S::SHARD_GRAD_OP, 2, 1, true},
-                        Case{S::NO_SHARD, 0, 1, true}}) {
-    INFO(fsdp::to_string(c.strategy));
+  for (const Case& c : {Case{S::FULL_SHARD, true, 2, 3, false}, Case{S::FULL_SHARD, false, 2, 1, false},
+                        Case{S::SHARD_GRAD_OP, true, 2, 1, true}, Case{S::SHARD_GRAD_OP, false, 2, 1, true},
+                        Case{S::NO_SHARD, true, 0, 1, true}}) {
+    INFO(fsdp::to_string(c.strategy) << (c.input_grad ? ", input requires grad" : ", plain input"));
     Generator gen(1);
     auto linear = std::make_shared<nn::Linear>(8, 6, true, &gen);
     fsdp::FSDPOptions o;
@@ -56,7 +60,9 @@ TEST_CASE_METHOD(MpFixture, "fsdp: collectives per step and parameter states of 
     CHECK(linear->weight().shape() == (sharded ? Shape{rows.count, 8} : Shape{6, 8}));
 
     const uint64_t before = group->sequence_number();
-    const Tensor out = (*linear)(ones({2, 8}));
+    Tensor x = ones({2, 8});
+    if (c.input_grad) autograd::set_requires_grad(x);
+    const Tensor out = (*linear)(x);
     CHECK(group->sequence_number() - before == c.forward_ops);
     CHECK(linear->weight().shape() == (c.full_between ? Shape{6, 8} : Shape{rows.count, 8}));
     CHECK(autograd::is_leaf(linear->weight()));  // the node is attached only while forward runs
@@ -66,11 +72,50 @@ TEST_CASE_METHOD(MpFixture, "fsdp: collectives per step and parameter states of 
     CHECK(linear->weight().shape() == (sharded ? Shape{rows.count, 8} : Shape{6, 8}));
     CHECK(autograd::grad(linear->weight()).shape() == linear->weight().shape());
     CHECK_FALSE(unit->is_unsharded());
+    if (c.input_grad) CHECK(autograd::grad(x).shape() == Shape{2, 8});
 
     // Without grad nothing waits for a backward: the unit reshards right after forward.
     autograd::NoGradGuard no_grad;
     (*linear)(ones({2, 8}));
     CHECK(linear->weight().shape() == (sharded ? Shape{rows.count, 8} : Shape{6, 8}));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: backward gives the gathered parameters back before the full gradients exist",
+                 "[fsdp]") {
+  using S = fsdp::ShardingStrategy;
+  for (const S strategy : {S::FULL_SHARD, S::SHARD_GRAD_OP}) {
+    for (const bool retain : {false, true}) {
+      INFO(fsdp::to_string(strategy) << (retain ? ", retain_graph" : ""));
+      Generator gen(4);
+      auto linear = std::make_shared<nn::Linear>(8, 6, true, &gen);
+      fsdp::FSDPOptions o;
+      o.strategy = strategy;
+      auto unit = fsdp::fully_shard(*linear, shared_group(), o);
+      // The reduction node is the parameters' grad_fn while forward runs; its pre-hook sees the moment
+      // the full gradients arrive.
+      std::vector<bool> gathered_at_reduction;
+      linear->add_forward_pre_hook([&](nn::Module&, TensorList&) {
+        autograd::grad_fn(linear->weight())->add_pre_hook(0, [&](const Tensor&) {
+          gathered_at_reduction.push_back(unit->is_unsharded());
+          return Tensor();
+        });
+      });
+      Tensor x = ones({2, 8});
+      autograd::set_requires_grad(x);
+      const Tensor out = (*linear)(x);
+      autograd::backward(autograd::sum(out), Tensor(), retain);
+      // LinearBackward drops the weight once x's gradient is computed; the unit then reshards, before the
+      // weight's gradient is allocated. retain_graph keeps the saved weight, and so the gathered memory.
+      CHECK(gathered_at_reduction == std::vector<bool>{retain});
+      CHECK_FALSE(unit->is_unsharded());
+      if (retain) {
+        // The kept graph still works: backward gathers again for it.
+        const Tensor first = autograd::grad(linear->weight()).clone();
+        autograd::backward(autograd::sum(out));
+        CHECK(allclose(autograd::grad(linear->weight()), first.add(first)));
+      }
+    }
   }
 }
 
@@ -151,8 +196,10 @@ TEST_CASE_METHOD(MpFixture, "fsdp: forward_prefetch issues the next unit's all-g
       });
   const uint64_t before = shared_group()->sequence_number();
   for (int step = 0; step < 3; ++step) autograd::backward(autograd::sum((*model)(ones({2, 8}))));
-  // Same collectives as without prefetch: 2 + 2 per unit and step forward and backward, 1 reduce-scatter.
-  CHECK(shared_group()->sequence_number() - before == 3u * 3u * 5u);
+  // Same collectives as without prefetch: 2 all-gathers per unit and step in forward, 2 in backward and 1
+  // reduce-scatter; the first unit gathers nothing for backward (its input needs no gradient, so its
+  // weight is not saved).
+  CHECK(shared_group()->sequence_number() - before == 3u * (3u * 5u - 2u));
   // The first step records the order; later steps prefetch.
   CHECK(pending_during_first == std::vector<bool>{false, true, true});
 }
@@ -173,11 +220,18 @@ TEST_CASE_METHOD(MpFixture, "fsdp: backward_prefetch issues the previous unit's 
       return Tensor();
     });
   });
+  // An input that needs a gradient: the first unit's backward reads its weight, so it is gathered.
+  Tensor x = ones({2, 8});
+  autograd::set_requires_grad(x);
   const uint64_t before = shared_group()->sequence_number();
-  for (int step = 0; step < 3; ++step) autograd::backward(autograd::sum((*model)(ones({2, 8}))));
+  for (int step = 0; step < 3; ++step) autograd::backward(autograd::sum((*model)(x)));
   CHECK(shared_group()->sequence_number() - before == 3u * 3u * 5u);  // as without prefetch
   // The order is recorded during the first forward, so even the first backward prefetches.
   CHECK(first_pending == std::vector<bool>{true, true, true});
   CHECK_FALSE(first->is_unsharded());
   CHECK_FALSE(first->is_unshard_pending());
+  // A plain input: nothing of the first unit is saved, so nothing is prefetched for it.
+  autograd::backward(autograd::sum((*model)(ones({2, 8}))));
+  CHECK(shared_group()->sequence_number() - before == 3u * 3u * 5u + 3u * 5u - 2u);
+  CHECK(first_pending == std::vector<bool>{true, true, true, false});
 }

@@ -128,7 +128,7 @@ TEST_CASE("checkpoint: parameter gradients take the edge they had in forward", "
   Tensor seen_by_node;
   auto owner = std::make_shared<FunctionNode>(
       "Owner", std::vector<Edge>{gradient_edge(base)}, std::vector<SavedTensor>{},
-      [&seen_by_node](const TensorList& grads, const std::vector<SavedTensor>&) {
+      [&seen_by_node](const TensorList& grads, SavedTensors&) {
         seen_by_node = grads[0];
         return TensorList{grads[0]};
       });

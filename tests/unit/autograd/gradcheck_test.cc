@@ -23,7 +23,7 @@ Tensor square_with_rule(const Tensor& x, FunctionNode::Backward rule) {
 
 TEST_CASE("gradcheck: accepts a correct rule", "[autograd][gradcheck]") {
   const Fn fn = [](const std::vector<Tensor>& in) {
-    return square_with_rule(in[0], [](const TensorList& g, const std::vector<SavedTensor>& s) {
+    return square_with_rule(in[0], [](const TensorList& g, SavedTensors& s) {
       return TensorList{braid::mul(braid::mul(g[0], s[0].unpack()), 2.0)};
     });
   };
@@ -33,7 +33,7 @@ TEST_CASE("gradcheck: accepts a correct rule", "[autograd][gradcheck]") {
 
 TEST_CASE("gradcheck: rejects a wrong rule", "[autograd][gradcheck]") {
   const Fn wrong = [](const std::vector<Tensor>& in) {
-    return square_with_rule(in[0], [](const TensorList& g, const std::vector<SavedTensor>& s) {
+    return square_with_rule(in[0], [](const TensorList& g, SavedTensors& s) {
       return TensorList{braid::mul(g[0], s[0].unpack())};  // forgot the factor 2
     });
   };
@@ -43,7 +43,7 @@ TEST_CASE("gradcheck: rejects a wrong rule", "[autograd][gradcheck]") {
 
   // A rule that routes gradients to the wrong elements (transposed) is caught too.
   const Fn scrambled = [](const std::vector<Tensor>& in) {
-    return square_with_rule(in[0], [](const TensorList& g, const std::vector<SavedTensor>& s) {
+    return square_with_rule(in[0], [](const TensorList& g, SavedTensors& s) {
       return TensorList{braid::mul(braid::mul(g[0], s[0].unpack()), 2.0).t().contiguous()};
     });
   };
@@ -52,7 +52,7 @@ TEST_CASE("gradcheck: rejects a wrong rule", "[autograd][gradcheck]") {
   // A missing gradient counts as zero.
   const Fn missing = [](const std::vector<Tensor>& in) {
     return square_with_rule(in[0],
-                            [](const TensorList&, const std::vector<SavedTensor>&) { return TensorList{Tensor()}; });
+                            [](const TensorList&, SavedTensors&) { return TensorList{Tensor()}; });
   };
   CHECK_FALSE(gradcheck(missing, {random_leaf({3}, 4)}).ok);
 }
@@ -62,7 +62,7 @@ TEST_CASE("gradcheck: checks every input", "[autograd][gradcheck]") {
   const Fn fn = [](const std::vector<Tensor>& in) {
     return detail::record("MulBackward", {in[0], in[1]}, braid::mul(in[0], in[1]),
                           {SavedTensor(in[0], "x"), SavedTensor(in[1], "y")},
-                          [](const TensorList& g, const std::vector<SavedTensor>& s) {
+                          [](const TensorList& g, SavedTensors& s) {
                             return TensorList{braid::mul(g[0], s[1].unpack()), braid::mul(g[0], s[1].unpack())};
                           });
   };

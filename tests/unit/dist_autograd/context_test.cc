@@ -38,7 +38,7 @@ void register_functions() {
     r.add_function("da_unit.bad_backward", [](const Args& a) -> Value {
       const Tensor& x = a.at(0).as_tensor();
       return autograd::detail::record("BadBackward", {x}, x.clone(), {},
-                                      [](const autograd::TensorList&, const std::vector<autograd::SavedTensor>&)
+                                      [](const autograd::TensorList&, autograd::SavedTensors&)
                                           -> autograd::TensorList { throw std::runtime_error("bad backward rule"); });
     });
   });

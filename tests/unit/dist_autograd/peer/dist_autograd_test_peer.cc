@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     rpc::global_registry().add_function("peer.dying", [](const rpc::Args& a) -> rpc::Value {
       const Tensor& x = a.at(0).as_tensor();
       return autograd::detail::record("DyingBackward", {x}, x.clone(), {},
-                                      [](const autograd::TensorList&, const std::vector<autograd::SavedTensor>&)
+                                      [](const autograd::TensorList&, autograd::SavedTensors&)
                                           -> autograd::TensorList { std::_Exit(3); });
     });
     store::TcpStoreOptions so;
