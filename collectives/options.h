@@ -55,6 +55,9 @@ struct ScatterOptions {
 struct ReduceScatterOptions {
   ReduceOp reduce_op = ReduceOp::SUM;
   std::optional<Millis> timeout;
+  // The caller gives up the input's contents (FSDP's full gradients): an engine that reduces through a
+  // copy of the input (mpi, for large inputs) reduces in it instead. The input is undefined afterwards.
+  bool input_is_scratch = false;
 };
 
 struct AllToAllOptions {

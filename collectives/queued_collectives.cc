@@ -360,7 +360,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter_tensor(Tensor& output, 
   check_engine_reduce(c, op, output.dtype(), false);
   const std::string sig = detail_ ? fmt::format("reduce_scatter_tensor {}{}", op, describe_tensors({output})) : "";
   return enqueue({"reduce_scatter_tensor", options.timeout, output.device(), sig, static_cast<int64_t>(input.nbytes())},
-                 [this, output, input, op](const OpContext& ctx) {
+                 [this, output, input, op, scratch = options.input_is_scratch](const OpContext& ctx) {
                    const DType dtype = output.dtype();
                    const DType rd = staging::reduce_dtype(dtype, engine_reduces(dtype));
                    const EngineOp eop = staging::engine_op(op, dtype);
@@ -370,7 +370,9 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter_tensor(Tensor& output, 
                    Tensor out = flat_view(staging::as_buffer(output, rd));
                    if (out.numel() > 0) {
                      pre_scale(in, op);
-                     run_reduce_scatter(in, out, eop, ctx);
+                     OpContext engine_ctx = ctx;
+                     engine_ctx.input_is_scratch = scratch || in.data_ptr() != input.data_ptr();
+                     run_reduce_scatter(in, out, eop, engine_ctx);
                      post_scale(out, op, size());
                    }
                    staging::copy_into(output, out);

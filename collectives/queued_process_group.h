@@ -57,6 +57,9 @@ struct OpContext {
   std::string what;     // describe_op(...) e.g. "allreduce #3 on group 'world' (rank 0/2, mpi)"
   Deadline deadline = Deadline::never();
   int lane = 0;         // which engine context/communicator to use
+  // reduce_scatter: the engine may overwrite the input (the caller's ReduceScatterOptions::input_is_scratch,
+  // or a staging copy of it).
+  bool input_is_scratch = false;
 };
 
 // Reduce ops as engines see them: AVG, PREMUL_SUM and bool are already rewritten by the base.

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "base/logging.h"
+#include "tensor/allocator.h"
 
 namespace braid::collectives {
 namespace {
@@ -164,6 +165,8 @@ void* SharedMemoryPool::allocate(size_t nbytes) {
   if (it != free_offsets_.end() && !it->second.empty()) {
     const size_t off = it->second.back();
     it->second.pop_back();
+    // Tensor memory like the CPU allocator's: its stats and peak count the blocks handed out.
+    CpuAllocator::instance().note_external(static_cast<int64_t>(size));
     return segments_[rank_] + off;
   }
   if (next_ + size > reserve_) return nullptr;
@@ -171,12 +174,14 @@ void* SharedMemoryPool::allocate(size_t nbytes) {
   if (fallocate(own_fd_, 0, static_cast<off_t>(next_), static_cast<off_t>(size)) != 0) return nullptr;
   const size_t off = next_;
   next_ += size;
+  CpuAllocator::instance().note_external(static_cast<int64_t>(size));
   return segments_[rank_] + off;
 }
 
 void SharedMemoryPool::deallocate(void* p, size_t nbytes) {
   std::lock_guard<std::mutex> lock(mu_);
   free_offsets_[block_size(nbytes)].push_back(static_cast<size_t>(static_cast<char*>(p) - segments_[rank_]));
+  CpuAllocator::instance().note_external(-static_cast<int64_t>(block_size(nbytes)));
 }
 
 int64_t SharedMemoryPool::offset_of(const void* p, size_t nbytes) const {

@@ -19,6 +19,7 @@
 #include "runtime/fsdp_bench_meter.h"
 #include "tensor/factory.h"
 #include "tensor/random.h"
+#include "tensor/allocator.h"
 
 namespace braid::runtime {
 namespace {
@@ -102,7 +103,10 @@ FsdpBenchRow run_one(const FsdpBenchOptions& o, const std::string& strategy) {
   std::vector<double> times;
   double rss_growth = 0;
   for (int step = 0; step < o.warmup + o.steps; ++step) {
-    if (step == o.warmup) meter.reset_peak();  // the warm-up created the optimizer state
+    if (step == o.warmup) {  // the warm-up created the optimizer state
+      meter.reset_peak();
+      CpuAllocator::instance().reset_peak();
+    }
     group->barrier()->wait();
     const auto start = Clock::now();
     const double before = rss_mib();
@@ -111,7 +115,7 @@ FsdpBenchRow run_one(const FsdpBenchOptions& o, const std::string& strategy) {
     autograd::backward(loss);
     opt->step();
     const auto end = Clock::now();
-    meter.after_step(*opt);  // untimed: it copies the optimizer state to count it
+    meter.after_step(*opt);  // untimed
     opt->zero_grad();
     if (step < o.warmup) continue;
     rss_growth = std::max(rss_growth, after - before);
@@ -123,10 +127,12 @@ FsdpBenchRow run_one(const FsdpBenchOptions& o, const std::string& strategy) {
   row.strategy = strategy;
   row.median_ms = times[times.size() / 2];
   row.forward_rss_mib = rss_growth;
+  row.peak_state_bytes = meter.peak_bytes();
   row.peak_state_mib = static_cast<double>(meter.peak_bytes()) / kMiB;
   row.step_state_mib = static_cast<double>(meter.step_bytes()) / kMiB;
   row.optimizer_mib = static_cast<double>(meter.optimizer_bytes()) / kMiB;
   row.hwm_mib = hwm_mib();
+  row.peak_tensors_mib = static_cast<double>(CpuAllocator::instance().stats().peak_bytes) / kMiB;
   return row;
 }
 
@@ -156,24 +162,28 @@ std::vector<FsdpBenchRow> run_fsdp_bench(const FsdpBenchOptions& o,
                       static_cast<double>(o.layers * (o.width * o.width + o.width)) / 1e6, unit_mib, o.optimizer,
                       o.steps, o.warmup));
     print("# state: parameters + gradients + optimizer state of one rank (runtime/fsdp_bench_meter.h); peak over\n"
-          "# the step, and at the optimizer step; VmHWM: the process's peak resident memory\n");
-    print(fmt::format("# {:<14} {:>14} {:>20} {:>18} {:>16} {:>14} {:>12}\n", "strategy", "step p50 (ms)",
-                      "RSS in forward (MiB)", "peak state (MiB)", "at step (MiB)", "optim (MiB)", "VmHWM (MiB)"));
+          "# the step, and at the optimizer step; peak tensors: every tensor's memory at once (CPU allocator, FSDP's\n"
+          "# gathered parameters, shared-memory buckets; activations and communication buffers included) at its\n"
+          "# peak over the timed steps; VmHWM: the process's peak resident memory\n");
+    print(fmt::format("# {:<14} {:>14} {:>20} {:>18} {:>16} {:>14} {:>19} {:>12}\n", "strategy", "step p50 (ms)",
+                      "RSS in forward (MiB)", "peak state (MiB)", "at step (MiB)", "optim (MiB)",
+                      "peak tensors (MiB)", "VmHWM (MiB)"));
   }
   std::vector<FsdpBenchRow> rows;
   for (const std::string& s : o.strategies) {
     rows.push_back(run_one(o, s));
     const FsdpBenchRow& r = rows.back();
     if (rank == 0) {
-      print(fmt::format("  {:<14} {:>14.2f} {:>20.1f} {:>18.1f} {:>16.1f} {:>14.1f} {:>12.1f}\n", r.strategy,
-                        r.median_ms, r.forward_rss_mib, r.peak_state_mib, r.step_state_mib, r.optimizer_mib,
-                        r.hwm_mib));
+      print(fmt::format("  {:<14} {:>14.2f} {:>20.1f} {:>18.1f} {:>16.1f} {:>14.1f} {:>19.1f} {:>12.1f}\n",
+                        r.strategy, r.median_ms, r.forward_rss_mib, r.peak_state_mib, r.step_state_mib,
+                        r.optimizer_mib, r.peak_tensors_mib, r.hwm_mib));
       print(fmt::format("RESULT fsdp strategy={} ranks={} backend={} layers={} width={} median_ms={:.3f} "
                         "forward_rss_mib={:.1f} peak_state_mib={:.2f} step_state_mib={:.2f} optimizer_mib={:.2f} "
-                        "hwm_mib={:.1f} unit_mib={:.2f} model_mib={:.2f} optimizer={}\n",
+                        "peak_tensors_mib={:.2f} hwm_mib={:.1f} unit_mib={:.2f} model_mib={:.2f} optimizer={} "
+                        "peak_state_bytes={} unit_bytes={}\n",
                         r.strategy, ranks, o.backend, o.layers, o.width, r.median_ms, r.forward_rss_mib,
-                        r.peak_state_mib, r.step_state_mib, r.optimizer_mib, r.hwm_mib, unit_mib, model_mib,
-                        o.optimizer));
+                        r.peak_state_mib, r.step_state_mib, r.optimizer_mib, r.peak_tensors_mib, r.hwm_mib, unit_mib,
+                        model_mib, o.optimizer, r.peak_state_bytes, (o.width * o.width + o.width) * 4));
     }
   }
   collectives::destroy_process_group();

@@ -37,10 +37,13 @@ struct FsdpBenchRow {
   double forward_rss_mib = 0;  // rank 0's VmRSS growth across forward, the largest over timed steps
   // Parameters + gradients + optimizer state of rank 0 (StateMeter): the peak over the timed steps, the
   // sample at the optimizer step, and the optimizer state alone.
+  int64_t peak_state_bytes = 0;
   double peak_state_mib = 0;
   double step_state_mib = 0;
   double optimizer_mib = 0;
   double hwm_mib = 0;  // rank 0's VmHWM after the configuration ran (the process's peak so far)
+  // Every tensor's memory at once at its peak over the timed steps (CpuAllocator::stats().peak_bytes).
+  double peak_tensors_mib = 0;
 };
 
 // Joins the job (init_process_group), runs every strategy, leaves it (destroy_process_group). `print`

@@ -71,13 +71,21 @@ void StateMeter::watch_reduction_node(nn::Module& unit_module) {
       return Tensor();
     });
   }
-  node->add_post_hook([this](const autograd::TensorList&) { in_node_ = 0; });
+  // After the node's work its full gradients are still held (by the engine, until the node returns)
+  // next to the shard gradients it made: the reduce-scatter's input and output at once.
+  node->add_post_hook([this](const autograd::TensorList& shard_grads) {
+    int64_t out = 0;
+    for (const Tensor& g : shard_grads) out += bytes(g);
+    sample(in_node_ + out);
+    in_node_ = 0;
+  });
 }
 
 void StateMeter::after_step(const nn::optim::Optimizer& optimizer) {
   optimizer_bytes_ = 0;
-  for (const auto& [index, state] : optimizer.state_dict().state) {
-    for (const auto& [name, t] : state) optimizer_bytes_ += bytes(t);
+  // The live state, not state_dict()'s copies: copying would itself make the allocator's peak.
+  for (size_t i = 0; i < optimizer.num_params(); ++i) {
+    for (const auto& [name, t] : optimizer.state(i)) optimizer_bytes_ += bytes(t);
   }
   step_bytes_ = sample(0);
 }

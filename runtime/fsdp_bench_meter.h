@@ -6,13 +6,14 @@
 //     gathered), plus the shards a gathered unit keeps aside, plus the gathered storage of a unit whose
 //     all-gather was issued (prefetch) but is not finished;
 //   * gradients: every .grad, plus, when a unit's reduction node runs, the full-size gradients the engine
-//     hands it (the tensors themselves, measured in the node's pre-hooks);
+//     hands it (the tensors themselves, measured in the node's pre-hooks) and, once it reduced them, the
+//     shard gradients it made (its post-hook: the full ones are still held then);
 //   * optimizer state: the tensors of the optimizer's state dict, once it has stepped (Adam's 0-dim
 //     "step" counters included).
 // tests/mp/fsdp/fsdp_meter_test.cc checks the count against one made by hand.
 // Samples are taken after each unit's pre-forward (its parameters gathered), in the gradient hook of
 // each unit's output that runs after FSDP's pre-backward (gathered again if backward needs them), as the
-// unit's reduction node receives its full gradients, and after the optimizer step. The peak is the
+// unit's reduction node receives its full gradients and as it returns, and after the optimizer step. The peak is the
 // largest sample: an accounting of what FSDP keeps alive. Gradients the engine holds for a unit while
 // other ops of the same unit still run backward fall between samples (one op per unit, as in the bench's
 // Linear units, leaves no such gap); the bench's allocator peak counts every tensor at every moment.

@@ -382,16 +382,26 @@ bool FSDPUnit::reduces_in_place(size_t i, const Tensor& grad) const {
 }
 
 void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& out) {
-  // The output is one block (every parameter's shard); the shard gradients handed on are views of it.
-  const Tensor scatter_output = empty({layout_.block_numel()}, TensorOptions(reduce_dtype_, device_));
+  // Each parameter's shard gradient is a tensor of its own, so AccumulateGrad can keep it as .grad
+  // without a copy. Large unpadded gradients are reduce-scattered straight into theirs; the others share
+  // one packed collective.
+  TensorList shard_grads(params_.size());
   std::vector<std::shared_ptr<collectives::Work>> works;
-  std::vector<size_t> packed;  // parameters that go through one packed (copied, padded) input
+  const collectives::ReduceScatterOptions plain;
+  collectives::ReduceScatterOptions scratch;
+  scratch.input_is_scratch = true;
+  std::vector<size_t> packed;
   int64_t packed_block = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (reduces_in_place(i, full_grads[i])) {
-      Tensor shard = layout_.block_segment(scatter_output, i).reshape({-1});
-      Tensor full = full_grads[i].reshape({-1});
-      works.push_back(group_->reduce_scatter_tensor(shard, full));
+      const Tensor& g = full_grads[i];
+      // A gradient only this node holds dies with it: the engine may reduce in it instead of a copy. One
+      // shared with another node (AddBackward hands the same tensor to both inputs) must stay intact.
+      const bool sole_owner = g.use_count() == 1 && g.storage().use_count() == 1;
+      shard_grads[i] = empty(layout_.param(i).shard_shape(rank_), TensorOptions(reduce_dtype_, device_));
+      Tensor shard = shard_grads[i].view({-1});
+      Tensor full = g.view({-1});
+      works.push_back(group_->reduce_scatter_tensor(shard, full, sole_owner ? scratch : plain));
     } else {
       packed.push_back(i);
       packed_block += layout_.param(i).padded_shard_numel();
@@ -401,9 +411,7 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
   if (!packed.empty()) {
     // World blocks, rank-major; zeroed, because padding and unused parameters must contribute nothing.
     Tensor packed_input = zeros({packed_block * world_}, TensorOptions(reduce_dtype_, device_));
-    packed_output = packed.size() == params_.size()
-                        ? scatter_output
-                        : empty({packed_block}, TensorOptions(reduce_dtype_, device_));
+    packed_output = empty({packed_block}, TensorOptions(reduce_dtype_, device_));
     int64_t offset = 0;
     for (size_t i : packed) {
       const ParamShardSpec& spec = layout_.param(i);
@@ -414,35 +422,39 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
             .view(spec.shard_shape(r))
             .copy_(layout_.shard_of(full_grads[i], i, r));
       }
+      shard_grads[i] = packed_output.narrow(0, offset, spec.shard_rows(rank_) * spec.row_numel)
+                           .view(spec.shard_shape(rank_));
       offset += spec.padded_shard_numel();
     }
-    works.push_back(group_->reduce_scatter_tensor(packed_output, packed_input));
+    works.push_back(group_->reduce_scatter_tensor(packed_output, packed_input, scratch));
   }
   wait_all(works, describe() + ": reduce-scatter of the gradients");
-  if (packed_output.defined() && !packed_output.is_same(scatter_output)) {
-    int64_t offset = 0;
-    for (size_t i : packed) {
-      const int64_t n = layout_.param(i).padded_shard_numel();
-      layout_.block_segment(scatter_output, i).reshape({-1}).copy_(packed_output.narrow(0, offset, n));
-      offset += n;
-    }
+  // The distinct reduced buffers: each directly reduced shard, and the packed block.
+  TensorList reduced;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (reduces_in_place(i, full_grads[i])) reduced.push_back(shard_grads[i]);
   }
+  if (packed_output.defined()) reduced.push_back(packed_output);
   int replicas = 1;
   if (const auto& replicate = options_.replicate_group) {
     // HYBRID_SHARD: every replica of this shard adds its part.
     replicas = replicate->size();
-    TensorList list{scatter_output};
-    wait_all({replicate->allreduce(list)}, describe() + ": allreduce of the gradient shards across replicas");
+    std::vector<std::shared_ptr<collectives::Work>> sums;
+    for (Tensor& t : reduced) {
+      TensorList list{t};
+      sums.push_back(replicate->allreduce(list));
+    }
+    wait_all(sums, describe() + ": allreduce of the gradient shards across replicas");
   }
-  scatter_output.mul_(Scalar(1.0 / (static_cast<double>(world_) * replicas)));
+  const Scalar average(1.0 / (static_cast<double>(world_) * replicas));
+  for (const Tensor& t : reduced) t.mul_(average);
   for (size_t i = 0; i < params_.size(); ++i) {
-    // The block is this reduction's own, so AccumulateGrad may keep the views as .grad. Another dtype
-    // (mixed precision) or offload_params makes copies where the shard is.
-    const Tensor mine = layout_.block_segment(scatter_output, i).narrow(0, 0, layout_.param(i).shard_rows(rank_));
+    // Another dtype (mixed precision) or offload_params makes copies where the shard is.
+    const Tensor& g = shard_grads[i];
     if (shard_device_ != device_) {
-      out[i] = mine.to(dtype_).to(shard_device_);
+      out[i] = g.to(dtype_).to(shard_device_);
     } else {
-      out[i] = mine.dtype() == dtype_ ? mine : mine.to(dtype_);
+      out[i] = g.dtype() == dtype_ ? g : g.to(dtype_);
     }
   }
 }

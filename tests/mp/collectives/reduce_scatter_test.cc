@@ -63,3 +63,22 @@ TEST_CASE_METHOD(MpFixture, "reduce_scatter: list input, chunk r of every rank r
     CHECK_THAT(out.contiguous(), Equals(floats({a, b}, DType::Float64)));
   }
 }
+
+TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input given up as scratch gives the same result",
+                 "[reduce_scatter]") {
+  auto pg = shared_group();
+  const int ws = size();
+  // 12 MiB of float32: above the size where mpi reduces through an allreduce of the input.
+  const int64_t chunk = (int64_t{12} << 20) / 4 / ws;
+  const Tensor input = braid::add(arange(0, ws * chunk, 1, DType::Float32), Scalar(double(rank())));
+  Tensor in = dev(input.clone());
+  Tensor out = dev(empty({chunk}));
+  collectives::ReduceScatterOptions o;
+  o.input_is_scratch = true;
+  finish(pg->reduce_scatter_tensor(out, in, o));
+  // Chunk r summed over ranks: ws * (r * chunk + e) + ws(ws-1)/2, exact in float32 below 2^24.
+  const Tensor want = braid::add(braid::mul(arange(rank() * chunk, (rank() + 1) * chunk, 1, DType::Float32),
+                                            Scalar(double(ws))),
+                                 Scalar(double(ws * (ws - 1) / 2)));
+  CHECK_THAT(out, Equals(want, 1e-6, 1e-6));
+}

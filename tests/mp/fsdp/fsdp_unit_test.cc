@@ -4,6 +4,8 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/op_helpers.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
 #include "nn/linear.h"
@@ -24,6 +26,17 @@ class Holder : public nn::Module {
  public:
   explicit Holder(const Tensor& t) : nn::Module("Holder") { w = register_parameter("w", t); }
   Tensor forward(const Tensor& x) override { return autograd::mul(w, x); }
+  Tensor w;
+};
+
+// out = w + x, whose backward hands the very same gradient tensor to w and to x (as a rule may).
+class AddsParameter : public nn::Module {
+ public:
+  explicit AddsParameter(const Tensor& t) : nn::Module("AddsParameter") { w = register_parameter("w", t); }
+  Tensor forward(const Tensor& x) override {
+    return autograd::detail::record("SharedGradAdd", {w, x}, braid::add(w, x), {},
+                                    [](const TensorList& g, autograd::SavedTensors&) { return TensorList{g[0], g[0]}; });
+  }
   Tensor w;
 };
 
@@ -234,4 +247,25 @@ TEST_CASE_METHOD(MpFixture, "fsdp: backward_prefetch issues the previous unit's 
   autograd::backward(autograd::sum((*model)(ones({2, 8}))));
   CHECK(shared_group()->sequence_number() - before == 3u * 3u * 5u + 3u * 5u - 2u);
   CHECK(first_pending == std::vector<bool>{true, true, true, false});
+}
+
+TEST_CASE_METHOD(MpFixture, "fsdp: a full gradient shared with another input is reduced without touching it",
+                 "[fsdp]") {
+  // out = w + x hands the same gradient tensor to w's reduction node and to x. p is 9 MiB: large enough
+  // to be reduce-scattered straight from its gradient (and, on mpi, through an allreduce in place).
+  const int64_t side = 1536;
+  Generator gen(5);
+  const Tensor full = rand({side, side}, {}, &gen);
+  AddsParameter module(full.clone());
+  fsdp::fully_shard(module, shared_group());
+  Tensor x0 = rand({side, side}, {}, &gen);
+  autograd::set_requires_grad(x0);
+  // x's node is older than the unit's reduction node, so the engine runs it after the reduction: it
+  // reads the shared gradient only once the reduction is done with it.
+  const Tensor x = autograd::mul(x0, Scalar(1.5));
+  const Tensor out = module(x);
+  autograd::backward(autograd::sum(autograd::mul(out, out)));
+  // d loss / d x0 = 1.5 * 2 (w + x), whatever the reduction did with the shared tensor.
+  CHECK(allclose(autograd::grad(x0), braid::mul(braid::add(full, braid::mul(x0, Scalar(1.5))), Scalar(3.0)), 1e-5,
+                 1e-5));
 }
