@@ -211,9 +211,8 @@ std::shared_ptr<Work> QueuedProcessGroup::enqueue(OpInfo info, Body body) {
     // neither cancels nor frees anything the op still uses.
     lane.last_queued = Clock::now();
     lane.queue.push_back({lane.last_queued, deadline,
-                          [this, ctx = std::move(ctx), info = std::move(info), body = std::move(body), work] {
-                            run_op(ctx, info, body, *work);
-                          }});
+                          [this, ctx = std::move(ctx), info = std::move(info), body = std::move(body),
+                           work]() mutable { run_op(ctx, info, std::move(body), *work); }});
     lane.queued.fetch_add(1, std::memory_order_release);
     notify = !lane.waiter_mode;
   }
@@ -287,7 +286,11 @@ void QueuedProcessGroup::lane_loop(Lane& lane) {
   }
 }
 
-void QueuedProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, const Body& body, Work& work) {
+void QueuedProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, Body&& queued_body, Work& work) {
+  // The body holds the op's tensors: it goes before the Work completes, so a caller woken by the
+  // completion finds them released (FSDP's full gradients die with its node; AccumulateGrad keeps a
+  // shard gradient without copying it only when nobody else holds it).
+  Body body = std::move(queued_body);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.empty()) {
@@ -306,9 +309,11 @@ void QueuedProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, const 
   try {
     if (detail_) check_fingerprint(ctx, info);
     TensorList result = body(ctx);
+    body = nullptr;
     lane.running_seq.store(0);
     work.finish(std::move(result));
   } catch (...) {
+    body = nullptr;
     lane.running_seq.store(0);
     auto error = enrich_error(ctx, std::current_exception(), elapsed_ms(started));
     try {

@@ -192,7 +192,7 @@ class QueuedProcessGroup : public ProcessGroup {
   // body's result (or its error, enriched).
   std::shared_ptr<Work> enqueue(OpInfo info, Body body);
   void lane_loop(Lane& lane);
-  void run_op(const OpContext& ctx, const OpInfo& info, const Body& body, Work& work);
+  void run_op(const OpContext& ctx, const OpInfo& info, Body&& queued_body, Work& work);
   std::exception_ptr enrich_error(const OpContext& ctx, std::exception_ptr error, double elapsed_ms);
   checks::Caller caller(const char* op) const;
   std::string missing_ranks_report(uint64_t seq);
