@@ -57,17 +57,23 @@ struct Installed {
   std::shared_ptr<AliasCounter> counter;
 };
 
-}  // namespace
-
-TEST_CASE("saved tensor observer: tokens live as long as the saved tensors", "[autograd][saved]") {
-  Tensor x = random_leaf({4, 3}, 1);
-  Tensor w = random_leaf({5, 3}, 2);
-  auto counter = std::make_shared<AliasCounter>(w);
-  Tensor y;
-  {
+// y = x W^T recorded with a counter of W's saved aliases installed.
+struct ObservedLinear {
+  explicit ObservedLinear(uint64_t seed)
+      : x(random_leaf({4, 3}, seed)), w(random_leaf({5, 3}, seed + 1)), counter(std::make_shared<AliasCounter>(w)) {
     Installed on(counter);
     y = linear(x, w, Tensor());
   }
+  Tensor x, w;
+  std::shared_ptr<AliasCounter> counter;
+  Tensor y;
+};
+
+}  // namespace
+
+TEST_CASE("saved tensor observer: tokens live as long as the saved tensors", "[autograd][saved]") {
+  ObservedLinear l(1);
+  auto& [x, w, counter, y] = l;
   CHECK(counter->saved == 1);  // the weight (x is saved too, but it is another storage)
   CHECK(counter->live == 1);
   // Outside the installation nothing is observed.
@@ -105,14 +111,8 @@ TEST_CASE("saved tensor observer: tokens live as long as the saved tensors", "[a
 }
 
 TEST_CASE("saved tensor observer: retain_graph keeps the saved weight for the next pass", "[autograd][saved]") {
-  Tensor x = random_leaf({4, 3}, 3);
-  Tensor w = random_leaf({5, 3}, 4);
-  auto counter = std::make_shared<AliasCounter>(w);
-  Tensor y;
-  {
-    Installed on(counter);
-    y = linear(x, w, Tensor());
-  }
+  ObservedLinear l(3);
+  auto& [x, w, counter, y] = l;
   backward(sum(y), Tensor(), /*retain_graph=*/true);
   CHECK(counter->live == 1);
   const Tensor first = grad(w).clone();
