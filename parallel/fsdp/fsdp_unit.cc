@@ -8,6 +8,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "base/error.h"
+#include "base/logging.h"
 #include "parallel/fsdp/post_backward_node.h"
 #include "parallel/fsdp/saved_use_counter.h"
 #include "parallel/fsdp/unit_registry.h"
@@ -334,11 +335,18 @@ void FSDPUnit::pre_backward() {
   if (previous && previous->needs_params_in_backward()) previous->start_unshard();
 }
 
-void FSDPUnit::saved_uses_gone() {
+void FSDPUnit::saved_uses_gone() noexcept {
   // The last saved alias of the gathered parameters was dropped during backward: no op left in the graph
   // reads them, so they go back now, before the gradients (as large as they) reach this unit's node.
-  // Not inside a forward: a forward that activation checkpointing recomputes still needs them.
-  if (in_backward_ && !in_forward_ && is_sharded()) reshard();
+  // Not inside a forward: a forward that activation checkpointing recomputes still needs them. Not with
+  // an all-gather in flight, whose wait could fail here, inside a token's destructor.
+  if (!in_backward_ || in_forward_ || !is_sharded() || unshard_pending_) return;
+  try {
+    reshard();
+  } catch (const std::exception& e) {
+    logging::get("braid.fsdp")->warn("{}: giving the gathered parameters back early failed ({}); the unit's "
+                                     "reduction reshards instead", describe(), e.what());
+  }
 }
 
 TensorList FSDPUnit::post_backward(const TensorList& full_grads) {

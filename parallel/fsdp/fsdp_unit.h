@@ -99,7 +99,7 @@ class FSDPUnit : public std::enable_shared_from_this<FSDPUnit> {
   bool reduces_in_place(size_t i, const Tensor& grad) const;
   void allreduce_grads(const TensorList& full_grads, TensorList& out);
   void detach_from_node();
-  void saved_uses_gone();
+  void saved_uses_gone() noexcept;
   void record_and_prefetch();
   void finish_recording();
   std::string describe() const;
