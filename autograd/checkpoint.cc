@@ -8,9 +8,9 @@
 #include <unordered_set>
 
 #include "autograd/engine.h"
-#include "autograd/saved_tensor_observer.h"
 #include "autograd/grad_mode.h"
 #include "autograd/grad_sink.h"
+#include "autograd/saved_tensor_observer.h"
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "tensor/sparse.h"

@@ -86,7 +86,6 @@ void run_backward(const std::vector<Edge>& roots, const TensorList& root_grads, 
   BRAID_CHECK_EQ(roots.size(), root_grads.size(), "run_backward: roots and root gradients differ in number");
   GraphTask task{options, {}};
   TaskScope scope(&task);
-  detail::GraphFreeingScope freeing(!options.retain_graph);
   // Gradient math inside backward is not itself recorded.
   NoGradGuard no_grad;
 
@@ -224,5 +223,6 @@ void queue_callback(std::function<void()> callback) {
 
 GradSink* current_grad_sink() { return current_task ? current_task->options.sink : nullptr; }
 bool in_backward() { return current_task != nullptr; }
+bool pass_frees_graph() { return current_task != nullptr && !current_task->options.retain_graph; }
 
 }  // namespace braid::autograd

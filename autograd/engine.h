@@ -46,5 +46,8 @@ void queue_callback(std::function<void()> callback);
 GradSink* current_grad_sink();
 // Whether a backward pass is running on this thread.
 bool in_backward();
+// Whether the backward pass running on this thread releases each node's saved tensors after running it
+// (retain_graph false); false outside a pass. FunctionNode lets rules release early only then.
+bool pass_frees_graph();
 
 }  // namespace braid::autograd

@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "autograd/engine.h"
 #include "autograd/saved_tensor_observer.h"
 #include "base/check.h"
 
@@ -99,20 +100,8 @@ TensorList FunctionNode::apply(TensorList&& grads) {
   // As in PyTorch, only freed saved tensors make a second run fail: a rule that saved nothing (add, sum,
   // views, mul by a scalar) can run again.
   if (released_ && had_saved_) throw_released(name_);
-  SavedTensors saved(saved_, detail::pass_frees_graph());
+  SavedTensors saved(saved_, pass_frees_graph());
   return backward_(grads, saved);
 }
-
-namespace detail {
-namespace {
-thread_local bool t_pass_frees_graph = false;
-}  // namespace
-
-GraphFreeingScope::GraphFreeingScope(bool frees_graph) : previous_(t_pass_frees_graph) {
-  t_pass_frees_graph = frees_graph;
-}
-GraphFreeingScope::~GraphFreeingScope() { t_pass_frees_graph = previous_; }
-bool pass_frees_graph() { return t_pass_frees_graph; }
-}  // namespace detail
 
 }  // namespace braid::autograd

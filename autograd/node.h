@@ -126,23 +126,6 @@ class SavedTensors {
   bool may_release_;
 };
 
-namespace detail {
-// Set by the engine around a backward pass: whether it releases each node's saved tensors after running
-// it (retain_graph false). Nested passes (a hook running backward) restore the outer value.
-class GraphFreeingScope {
- public:
-  explicit GraphFreeingScope(bool frees_graph);
-  ~GraphFreeingScope();
-  GraphFreeingScope(const GraphFreeingScope&) = delete;
-  GraphFreeingScope& operator=(const GraphFreeingScope&) = delete;
-
- private:
-  bool previous_;
-};
-// Whether the backward pass running on this thread frees the graph (false outside any pass).
-bool pass_frees_graph();
-}  // namespace detail
-
 // A node whose backward is a function: the gradient rule lives next to its forward op (autograd/ops/*).
 // `saved` holds the tensors the rule reads; they are released with the graph.
 class FunctionNode final : public Node {

@@ -88,6 +88,10 @@ void* CpuAllocator::allocate(size_t nbytes) {
 
 void CpuAllocator::add_held(size_t bytes) {
   stats_.allocated_bytes += bytes;
+  update_peak();
+}
+
+void CpuAllocator::update_peak() {
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes + stats_.external_bytes);
 }
 
@@ -98,7 +102,7 @@ void CpuAllocator::note_external(int64_t delta_bytes) {
     return;
   }
   stats_.external_bytes += static_cast<size_t>(delta_bytes);
-  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes + stats_.external_bytes);
+  update_peak();
 }
 
 void CpuAllocator::reset_peak() {

@@ -57,6 +57,7 @@ class CpuAllocator {
   std::map<size_t, std::vector<void*>> free_blocks_;  // GUARDED_BY(mu_), keyed by rounded size
   size_t cache_limit_;
   void add_held(size_t bytes);  // requires mu_
+  void update_peak();           // requires mu_
   AllocatorStats stats_;  // GUARDED_BY(mu_)
 };
 

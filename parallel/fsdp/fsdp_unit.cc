@@ -400,6 +400,7 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
   scratch.input_is_scratch = true;
   std::vector<size_t> packed;
   int64_t packed_block = 0;
+  TensorList reduced;  // the distinct reduced buffers: each directly reduced shard, and the packed block
   for (size_t i = 0; i < params_.size(); ++i) {
     if (reduces_in_place(i, full_grads[i])) {
       const Tensor& g = full_grads[i];
@@ -410,6 +411,7 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
       Tensor shard = shard_grads[i].view({-1});
       Tensor full = g.view({-1});
       works.push_back(group_->reduce_scatter_tensor(shard, full, sole_owner ? scratch : plain));
+      reduced.push_back(shard_grads[i]);
     } else {
       packed.push_back(i);
       packed_block += layout_.param(i).padded_shard_numel();
@@ -437,11 +439,6 @@ void FSDPUnit::reduce_scatter_grads(const TensorList& full_grads, TensorList& ou
     works.push_back(group_->reduce_scatter_tensor(packed_output, packed_input, scratch));
   }
   wait_all(works, describe() + ": reduce-scatter of the gradients");
-  // The distinct reduced buffers: each directly reduced shard, and the packed block.
-  TensorList reduced;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (reduces_in_place(i, full_grads[i])) reduced.push_back(shard_grads[i]);
-  }
   if (packed_output.defined()) reduced.push_back(packed_output);
   int replicas = 1;
   if (const auto& replicate = options_.replicate_group) {
