@@ -7,12 +7,15 @@
 # and braid's best CPU backend against PyTorch at 16 MiB on 2 ranks. Each run's full table is kept in
 # <build>/collectives-bench/*.txt.
 #
-# usage: bench/run_collectives_bench.sh [build-dir] [seconds-per-size]   (defaults: build-bench, 0.4)
+# usage: bench/run_collectives_bench.sh [build-dir] [seconds-per-size] [rounds]   (defaults: build-bench, 0.4, 7)
+# With more rounds the paired figures (median over rounds of braid against raw in the same round) hold
+# still on a shared machine; the seconds per size are split between the rounds.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-build-bench}"
 seconds="${2:-0.4}"
+rounds="${3:-7}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRAID_WITH_CUDA=OFF >/dev/null
@@ -27,7 +30,8 @@ run() {  # run <name> <ranks> <braid bench collectives args...>
   local name="$1" np="$2"
   shift 2
   echo "== $name: mpirun -np $np --oversubscribe braid bench collectives $* (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  mpirun -np "$np" --oversubscribe "$braid" bench collectives --seconds-per-size "$seconds" "$@" | tee "$out/$name.txt"
+  mpirun -np "$np" --oversubscribe "$braid" bench collectives --seconds-per-size "$seconds" --rounds "$rounds" "$@" |
+    tee "$out/$name.txt"
 }
 
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -72,8 +76,10 @@ for path in sorted(out.glob("allreduce-*.txt")) + sorted(out.glob("ops-*.txt")):
         if line.startswith("RESULT collectives"):
             kv = dict(p.split("=", 1) for p in line.split()[2:])
             large = kv.get("max_ratio_ge_1MiB", "-")
-            print(f"{path.stem:<22} {kv['op']:<15} wrong={kv['wrong']:<3} braid/raw at >= 1 MiB (worst) {large:>7}   "
-                  f"overhead at {kv.get('small_bytes', '-')} B: {kv.get('small_overhead_us', '-')} us")
+            paired = kv.get("max_paired_ratio_ge_1MiB", "-")
+            print(f"{path.stem:<22} {kv['op']:<15} wrong={kv['wrong']:<3} braid/raw at >= 1 MiB (worst) best rounds "
+                  f"{large:>7} paired {paired:>7}   overhead at {kv.get('small_bytes', '-')} B: best rounds "
+                  f"{kv.get('small_overhead_us', '-')} us, paired {kv.get('small_paired_overhead_us', '-')} us")
 torch = out / "torch-np2.txt"
 if torch.exists():
     t16 = {int(m.group(1)): float(m.group(3)) for m in

@@ -32,7 +32,8 @@ void add_collectives_command(CLI::App& bench, runtime::CollectivesBenchOptions& 
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c->add_option("-w,--warmup", o.warmup, "Untimed calls per side and size")->capture_default_str()->check(CLI::NonNegativeNumber);
-  c->add_option("--rounds", o.rounds, "Alternating braid/raw rounds per size; each side's best round counts")
+  c->add_option("--rounds", o.rounds, "Alternating braid/raw rounds per size; each side's best round counts, and 'paired' is the median "
+                 "over rounds of braid/raw within a round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_option("--seconds-per-size", o.seconds_per_size, "Target time per size when --iters is 0")

@@ -190,6 +190,16 @@ double median_call(int n, F&& f) {
   return t[static_cast<size_t>(n / 2)];
 }
 
+// The median of `v` (the mean of the two middle values for an even count); `v` is reordered.
+double median(std::vector<double>& v) {
+  BRAID_ASSERT(!v.empty(), "bench collectives: median of no values");
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+}
+
 // ---- one size ----
 
 struct SizeRun {
@@ -287,6 +297,18 @@ struct SizeRun {
       const double tr = best_round(1 + rounds, rounds);
       row.raw_time_us = tr * 1e6;
       row.raw_busbw_gbs = static_cast<double>(row.bytes) / tr / 1e9 * factor;
+      std::vector<double> ratios, overheads;
+      for (size_t r = 0; r < rounds; ++r) {
+        double braid_slowest = 0, raw_slowest = 0;
+        for (const auto& v : per_rank) {
+          braid_slowest = std::max(braid_slowest, v.at(1 + r));
+          raw_slowest = std::max(raw_slowest, v.at(1 + rounds + r));
+        }
+        ratios.push_back(braid_slowest / raw_slowest);
+        overheads.push_back((braid_slowest - raw_slowest) * 1e6);
+      }
+      row.paired_ratio = median(ratios);
+      row.paired_overhead_us = median(overheads);
     }
     return row;
   }
@@ -296,9 +318,10 @@ struct SizeRun {
 
 std::string op_row(BenchOp op, DType dtype, const CollectivesBenchRow& r) {
   const bool reduces = op == BenchOp::Allreduce || op == BenchOp::ReduceScatter;
-  std::string raw = "        -       -         -";
+  std::string raw = "        -       -         -         -";
   if (r.raw_time_us) {
-    raw = fmt::format("{:>9.1f} {:>7.3f} {:>8.3f}x", *r.raw_time_us, *r.raw_busbw_gbs, r.time_us / *r.raw_time_us);
+    raw = fmt::format("{:>9.1f} {:>7.3f} {:>8.3f}x {:>8.3f}x", *r.raw_time_us, *r.raw_busbw_gbs,
+                      r.time_us / *r.raw_time_us, *r.paired_ratio);
   }
   return fmt::format("{:>12} {:>11} {:>9} {:>5} {:>4} {:>10.1f} {:>7.3f} {:>7.3f} {:>6} {} {:>8}\n", r.bytes, r.count,
                      dtype_name(dtype), reduces ? "sum" : "none", op == BenchOp::Broadcast ? 0 : -1, r.time_us,
@@ -315,18 +338,19 @@ std::string op_header(const CollectivesBenchOptions& o, const Job& job, BenchOp 
                                 o.backend, job.size);
   out += raw_name.empty() ? "; no raw reference for this dtype\n" : fmt::format(" vs raw {}\n", raw_name);
   out += "#\n";
-  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>8}\n", "size",
-                     "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "raw time", "raw bus",
-                     "braid/raw", "iters");
-  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>8}\n", "(B)",
-                     "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "", "per round");
+  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8}\n",
+                     "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "raw time", "raw bus",
+                     "braid/raw", "paired", "iters");
+  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8}\n",
+                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(best)",
+                     "(median)", "per round");
   return out;
 }
 
 std::string op_summary(const CollectivesBenchOptions& o, const Job& job, const CollectivesBenchTable& t) {
   int64_t wrong = 0;
   bool checked = true;
-  double busbw = 0, raw_busbw = 0, worst_large = 0;
+  double busbw = 0, raw_busbw = 0, worst_large = 0, worst_large_paired = 0;
   int raw_rows = 0;
   for (const auto& r : t.rows) {
     checked = checked && r.wrong >= 0;
@@ -335,7 +359,10 @@ std::string op_summary(const CollectivesBenchOptions& o, const Job& job, const C
     if (r.raw_time_us) {
       raw_busbw += *r.raw_busbw_gbs;
       ++raw_rows;
-      if (r.requested_bytes >= kMiB) worst_large = std::max(worst_large, r.time_us / *r.raw_time_us);
+      if (r.requested_bytes >= kMiB) {
+        worst_large = std::max(worst_large, r.time_us / *r.raw_time_us);
+        worst_large_paired = std::max(worst_large_paired, *r.paired_ratio);
+      }
     }
   }
   const auto& small = t.rows.front();
@@ -351,13 +378,18 @@ std::string op_summary(const CollectivesBenchOptions& o, const Job& job, const C
   if (raw_rows > 0) {
     result += fmt::format(" raw={} raw_avg_busbw={:.4f}", t.raw_name, raw_busbw / raw_rows);
     if (small.raw_time_us) {
-      out += fmt::format("# Overhead at {} B: {:.1f} us per call (braid {:.1f} us, raw {:.1f} us)\n", small.bytes,
-                         small.time_us - *small.raw_time_us, small.time_us, *small.raw_time_us);
-      result += fmt::format(" small_bytes={} small_overhead_us={:.2f}", small.bytes, small.time_us - *small.raw_time_us);
+      out += fmt::format("# Overhead at {} B: {:.1f} us per call (braid {:.1f} us, raw {:.1f} us; paired median "
+                         "{:.1f} us)\n",
+                         small.bytes, small.time_us - *small.raw_time_us, small.time_us, *small.raw_time_us,
+                         *small.paired_overhead_us);
+      result += fmt::format(" small_bytes={} small_overhead_us={:.2f} small_paired_overhead_us={:.2f}", small.bytes,
+                            small.time_us - *small.raw_time_us, *small.paired_overhead_us);
     }
     if (worst_large > 0) {
-      out += fmt::format("# Worst braid/raw at >= 1 MiB: {:.3f}x\n", worst_large);
-      result += fmt::format(" max_ratio_ge_1MiB={:.4f}", worst_large);
+      out += fmt::format("# Worst braid/raw at >= 1 MiB: {:.3f}x (paired median {:.3f}x)\n", worst_large,
+                         worst_large_paired);
+      result += fmt::format(" max_ratio_ge_1MiB={:.4f} max_paired_ratio_ge_1MiB={:.4f}", worst_large,
+                            worst_large_paired);
     }
   } else {
     result += " raw=none";

@@ -14,7 +14,10 @@
 //   3. `rounds` rounds, each one barrier + a block of iterations through braid and one through the raw
 //      engine (the side that goes first alternates). A side's time is its best round, where a round's time
 //      is the slowest rank's mean time per op in that round. Alternating rounds let both sides see the same
-//      machine load.
+//      machine load. The paired figures compare the two sides within each round (braid/raw and braid - raw
+//      of the same round) and take the median over rounds: load that changes between rounds moves both
+//      sides of a pair, so they hold still where the best rounds of the two sides, taken from different
+//      minutes, do not.
 // Buffers are allocated once per size and reused by every iteration (first touch of fresh pages costs more
 // than a small collective).
 //
@@ -64,6 +67,8 @@ struct CollectivesBenchRow {
   int64_t wrong = -1;  // -1 when not checked
   std::optional<double> raw_time_us;  // empty without a raw reference for this op and dtype
   std::optional<double> raw_busbw_gbs;
+  std::optional<double> paired_ratio;        // median over rounds of braid/raw in the same round
+  std::optional<double> paired_overhead_us;  // median over rounds of braid - raw per call in the same round
   int iters = 0;  // per round and side
 };
 
