@@ -82,18 +82,45 @@ void Backoff::reset(std::chrono::microseconds busy) {
   calls_ = 0;
 }
 
-bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what,
-                bool keep_core) {
+namespace {
+
+// Calls `test()` (true once everything is done) with Backoff pauses in between, until it returns true or
+// `deadline` passes (false).
+template <class Test>
+bool poll_until(Test&& test, size_t bytes, const Deadline& deadline, bool keep_core) {
   Backoff backoff(Backoff::busy_window(bytes), keep_core);
   unsigned polls = 0;
   while (true) {
-    int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
-    if (done) return true;
+    if (test()) return true;
     // A never-expiring deadline needs no clock reads; otherwise look every 64 polls (a few µs).
     if (!deadline.is_never() && (++polls & 63U) == 0 && deadline.expired()) return false;
     backoff.pause();
   }
+}
+
+}  // namespace
+
+bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what,
+                bool keep_core) {
+  return poll_until(
+      [&] {
+        int done = 0;
+        check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
+        return done != 0;
+      },
+      bytes, deadline, keep_core);
+}
+
+bool test_all_until(std::vector<MPI_Request>& requests, size_t bytes, const Deadline& deadline,
+                    const std::string& what, bool keep_core) {
+  return poll_until(
+      [&] {
+        int done = 0;
+        check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+                  "MPI_Testall", what);
+        return done != 0;
+      },
+      bytes, deadline, keep_core);
 }
 
 }  // namespace braid::collectives::mpi

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/deadline.h"
 
@@ -65,5 +66,10 @@ class Backoff {
 // busy part of the wait may spin rather than yield (Backoff).
 bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, const std::string& what,
                 bool keep_core = false);
+// The same for several requests at once (MPI_Testall): true when every one completed (all are then
+// MPI_REQUEST_NULL), false when `deadline` passed first (MPI_Testall then frees none of them, finished or
+// not: the caller must keep every request and its buffers alive, e.g. through MpiP2p::adopt_abandoned).
+bool test_all_until(std::vector<MPI_Request>& requests, size_t bytes, const Deadline& deadline,
+                    const std::string& what, bool keep_core = false);
 
 }  // namespace braid::collectives::mpi

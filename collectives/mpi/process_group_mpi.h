@@ -80,6 +80,9 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
   // thread and TimeoutError is thrown.
   template <class Start>
   void run_nonblocking(const char* call, const OpContext& ctx, size_t bytes, std::any keep, Start&& start);
+  // allgather as one exchange of point-to-point messages on the lane's communicator (groups of up to
+  // kDirectAllgatherMaxRanks ranks; see the .cc for why).
+  void run_direct_allgather(const Tensor& input, Tensor& output, bool in_place, const OpContext& ctx);
 
   std::shared_ptr<MpiRuntime> runtime_;  // first: outlives the communicators
   Communicators comms_;

@@ -86,6 +86,44 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allreduce is named, 
   sync("others-failed");
 }
 
+// On mpi an allgather of a small group is an exchange of point-to-point messages (the engine's direct
+// allgather): its receives from the absent rank never complete, and the op must fail like a collective.
+TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allgather is named, and the group breaks",
+                 "[timeout][allgather]") {
+  if (size() < 2) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  auto pg = make_group(go);
+  const int skipper = 0;
+  TensorList warm{dev(ints({1}))};
+  finish(pg->allreduce(warm));
+
+  if (rank() != skipper) {
+    Tensor input = dev(full({64 * 1024}, static_cast<double>(rank())));
+    Tensor output = dev(zeros({64 * 1024 * size()}));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = pg->allgather_into_tensor(output, input);
+    const uint64_t seq = pg->sequence_number();
+    std::string message;
+    try {
+      w->wait(Millis(60'000));
+      FAIL("the allgather completed although rank " << skipper << " never called it");
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+    const double elapsed = seconds_since(t0);
+    INFO(message);
+    CHECK(elapsed >= 1.0);
+    CHECK(elapsed < 1.5 + 10.0);
+    CHECK_THAT(message, Contains(fmt::format("allgather_into_tensor #{}", seq)) && Contains(pg->name()));
+    CHECK(lists_rank(never_joined_list(message), skipper));
+    CHECK_FALSE(lists_rank(never_joined_list(message), rank()));
+    TensorList ys{dev(ints({1}))};
+    CHECK_THROWS_WITH(pg->allreduce(ys), Contains("broken") && Contains(fmt::format("allgather_into_tensor #{}", seq)));
+  }
+  sync("others-failed-allgather");
+}
+
 TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank that never entered it",
                  "[timeout][shared]") {
   if (size() < 2 || !supports_cpu()) return;
