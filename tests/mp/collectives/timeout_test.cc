@@ -46,6 +46,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Waits for `w` (posted at `t0`), which must fail with TimeoutError once the group's short timeout has
+// passed (with slack for an oversubscribed machine), and returns the error's message.
+std::string expect_op_timeout(const std::shared_ptr<Work>& w, std::chrono::steady_clock::time_point t0,
+                              int skipper) {
+  std::string message;
+  try {
+    w->wait(Millis(60'000));  // longer than the op's own deadline: we want the op's error, not wait()'s
+    FAIL("the op completed although rank " << skipper << " never called it");
+  } catch (const TimeoutError& e) {
+    message = e.what();
+  }
+  const double elapsed = seconds_since(t0);
+  INFO(message);
+  CHECK(elapsed >= 1.0);
+  CHECK(elapsed < 1.5 + 10.0);  // the timeout plus slack for an oversubscribed machine
+  return message;
+}
+
 }  // namespace
 
 TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allreduce is named, and the group breaks", "[timeout]") {
@@ -62,17 +80,8 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allreduce is named, 
     const auto t0 = std::chrono::steady_clock::now();
     auto w = pg->allreduce(xs);
     const uint64_t seq = pg->sequence_number();
-    std::string message;
-    try {
-      w->wait(Millis(60'000));  // longer than the op's own deadline: we want the op's error, not wait()'s
-      FAIL("the allreduce completed although rank " << skipper << " never called it");
-    } catch (const TimeoutError& e) {
-      message = e.what();
-    }
-    const double elapsed = seconds_since(t0);
+    const std::string message = expect_op_timeout(w, t0, skipper);
     INFO(message);
-    CHECK(elapsed >= 1.0);
-    CHECK(elapsed < 1.5 + 10.0);  // the timeout plus slack for an oversubscribed machine
     CHECK_THAT(message, Contains(fmt::format("allreduce #{}", seq)) && Contains(pg->name()));
     CHECK(lists_rank(never_joined_list(message), skipper));
     CHECK_FALSE(lists_rank(never_joined_list(message), rank()));
@@ -104,17 +113,8 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allgather is named, 
     const auto t0 = std::chrono::steady_clock::now();
     auto w = pg->allgather_into_tensor(output, input);
     const uint64_t seq = pg->sequence_number();
-    std::string message;
-    try {
-      w->wait(Millis(60'000));
-      FAIL("the allgather completed although rank " << skipper << " never called it");
-    } catch (const TimeoutError& e) {
-      message = e.what();
-    }
-    const double elapsed = seconds_since(t0);
+    const std::string message = expect_op_timeout(w, t0, skipper);
     INFO(message);
-    CHECK(elapsed >= 1.0);
-    CHECK(elapsed < 1.5 + 10.0);
     CHECK_THAT(message, Contains(fmt::format("allgather_into_tensor #{}", seq)) && Contains(pg->name()));
     CHECK(lists_rank(never_joined_list(message), skipper));
     CHECK_FALSE(lists_rank(never_joined_list(message), rank()));
