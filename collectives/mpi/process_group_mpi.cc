@@ -6,7 +6,9 @@
 #include <cstring>
 #include <functional>
 #include <set>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "base/check.h"
 #include "base/env.h"
@@ -23,14 +25,14 @@ namespace {
 // second thread polling the same progress engine.
 constexpr int kLanes = 1;
 
-// Up to this many ranks an allgather is a direct exchange of blocks (run_direct_allgather). Measured at 2
-// and 4 ranks only; with many ranks, 2(p-1) messages in flight per rank at once are left to libnbc's
-// algorithms (a judgement, not a measured crossover).
-constexpr int kDirectAllgatherMaxRanks = 8;
-// The direct exchange's point-to-point tag on the lane's communicator. Open MPI's collectives use negative
-// tags, so no collective message can match it; ops on a lane run in order, and MPI keeps messages between
-// two ranks with one tag in order, so each op's receives match its own sends.
-constexpr int kAllgatherTag = 1;
+// Up to this many ranks allgather and reduce_scatter are one direct exchange of blocks between every pair
+// of ranks (run_exchange). Measured at 2 and 4 ranks only; with many ranks, 2(p-1) messages in flight per
+// rank at once are left to libnbc's algorithms (a judgement, not a measured crossover).
+constexpr int kDirectExchangeMaxRanks = 8;
+// The exchanges' point-to-point tag on the lane's communicator. Open MPI's collectives use negative tags,
+// so no collective message can match it; ops on a lane run in order, and MPI keeps messages between two
+// ranks with one tag in order, so each op's receives match its own sends.
+constexpr int kExchangeTag = 1;
 
 // From this input size on, reduce_scatter runs as an allreduce (see run_reduce_scatter).
 constexpr size_t kReduceScatterViaAllreduce = size_t{8} << 20;
@@ -236,7 +238,7 @@ void ProcessGroupMPI::run_allgather(const Tensor& input, Tensor& output, const O
   if (n == 0) return;
   // The input may already sit in the output's slot for this rank (allgather_into_tensor on a view).
   const bool in_place = ptr(input) == static_cast<char*>(ptr(output)) + static_cast<size_t>(rank()) * input.nbytes();
-  if (size() <= kDirectAllgatherMaxRanks) {
+  if (size() <= kDirectExchangeMaxRanks) {
     run_direct_allgather(input, output, in_place, ctx);
     return;
   }
@@ -244,6 +246,30 @@ void ProcessGroupMPI::run_allgather(const Tensor& input, Tensor& output, const O
   run_nonblocking("MPI_Iallgather", ctx, output.nbytes(), std::make_pair(input, output), [&](MPI_Request* r) {
     return MPI_Iallgather(in_place ? MPI_IN_PLACE : ptr(input), n, type, ptr(output), n, type, lane_comm(ctx), r);
   });
+}
+
+template <class Post>
+void ProcessGroupMPI::run_exchange(const char* op, const OpContext& ctx, size_t bytes, std::any keep, Post&& post) {
+  const auto started = Clock::now();
+  std::vector<MPI_Request> requests;
+  requests.reserve(2 * static_cast<size_t>(size() - 1));
+  // Everything posted stays reachable by MPI until it completes: on any failure the requests go to the
+  // progress thread with the tensors, as after a timeout.
+  const auto abandon = [&] {
+    for (MPI_Request r : requests) {
+      if (r != MPI_REQUEST_NULL) p2p_->adopt_abandoned(r, keep);
+    }
+  };
+  try {
+    post(requests);
+    if (test_all_until(requests, bytes, ctx.deadline, ctx.what, on_waiting_thread())) return;
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  abandon();
+  BRAID_THROW(TimeoutError, "{}'s exchange with {} ranks ({} bytes) still incomplete after {:.0f} ms", op, size() - 1,
+              bytes, elapsed_ms(started));
 }
 
 // Every rank sends its block straight to every other rank and receives theirs into its slots of the
@@ -261,35 +287,18 @@ void ProcessGroupMPI::run_direct_allgather(const Tensor& input, Tensor& output, 
   const MPI_Comm comm = lane_comm(ctx);
   char* out = static_cast<char*>(ptr(output));
   const void* mine = in_place ? out + static_cast<size_t>(rank()) * block : ptr(input);
-  const auto started = Clock::now();
-  std::vector<MPI_Request> requests;
-  requests.reserve(2 * static_cast<size_t>(size() - 1));
-  // Everything posted stays reachable by MPI until it completes: on any failure the requests go to the
-  // progress thread with the tensors, as after a timeout.
-  const auto abandon = [&] {
-    for (MPI_Request r : requests) {
-      if (r != MPI_REQUEST_NULL) p2p_->adopt_abandoned(r, std::make_pair(input, output));
-    }
-  };
-  try {
+  run_exchange("allgather", ctx, output.nbytes(), std::make_pair(input, output), [&](std::vector<MPI_Request>& rs) {
     for (int i = 1; i < size(); ++i) {
       const int from = (rank() - i + size()) % size();
       const int to = (rank() + i) % size();
-      check_mpi(MPI_Irecv(out + static_cast<size_t>(from) * block, n, type, from, kAllgatherTag, comm,
-                          &requests.emplace_back(MPI_REQUEST_NULL)),
+      check_mpi(MPI_Irecv(out + static_cast<size_t>(from) * block, n, type, from, kExchangeTag, comm,
+                          &rs.emplace_back(MPI_REQUEST_NULL)),
                 "MPI_Irecv", ctx.what);
-      check_mpi(MPI_Isend(mine, n, type, to, kAllgatherTag, comm, &requests.emplace_back(MPI_REQUEST_NULL)),
-                "MPI_Isend", ctx.what);
+      check_mpi(MPI_Isend(mine, n, type, to, kExchangeTag, comm, &rs.emplace_back(MPI_REQUEST_NULL)), "MPI_Isend",
+                ctx.what);
     }
     if (!in_place) std::memcpy(out + static_cast<size_t>(rank()) * block, ptr(input), block);
-    if (test_all_until(requests, output.nbytes(), ctx.deadline, ctx.what, on_waiting_thread())) return;
-  } catch (...) {
-    abandon();
-    throw;
-  }
-  abandon();
-  BRAID_THROW(TimeoutError, "allgather's exchange of {}-byte blocks with {} ranks still incomplete after {:.0f} ms",
-              block, size() - 1, elapsed_ms(started));
+  });
 }
 
 void ProcessGroupMPI::run_gather(const Tensor& input, Tensor& output, int root, const OpContext& ctx) {
@@ -325,10 +334,53 @@ void ProcessGroupMPI::run_reduce_scatter(const Tensor& input, Tensor& output, En
                 output.nbytes());
     return;
   }
+  if (n == 0) return;
+  if (size() <= kDirectExchangeMaxRanks) {
+    run_direct_reduce_scatter(input, output, op, ctx);
+    return;
+  }
   run_nonblocking("MPI_Ireduce_scatter_block", ctx, input.nbytes(), std::make_pair(input, output), [&](MPI_Request* r) {
     return MPI_Ireduce_scatter_block(ptr(input), ptr(output), n, mpi_reduce_type(output.dtype()),
                                      reduce_op(op, output.dtype()), lane_comm(ctx), r);
   });
+}
+
+// Every rank sends each other rank that rank's block of its input and receives the p-1 copies of its own
+// block, all posted at once; it then reduces the p copies in rank order (MPI_Reduce_local, so every op and
+// dtype is reduced as MPI_Reduce_scatter_block would). Each rank sends and receives (p-1)/p of the input,
+// as in a ring, in one step instead of libnbc's rounds.
+void ProcessGroupMPI::run_direct_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op,
+                                                const OpContext& ctx) {
+  const int n = mpi_count(output.numel(), ctx.what);
+  const size_t block = output.nbytes();
+  const MPI_Datatype type = mpi_reduce_type(output.dtype());
+  const MPI_Op mpi_op = reduce_op(op, output.dtype());
+  const MPI_Comm comm = lane_comm(ctx);
+  const auto* in = static_cast<const char*>(ptr(input));
+  // The copies of this rank's block from ranks 0..p-1 in order, this rank's own slot unused.
+  Tensor copies = Tensor::empty({output.numel() * size()}, TensorOptions(output.dtype(), output.device()));
+  char* from_rank = static_cast<char*>(copies.data_ptr());
+  run_exchange("reduce_scatter", ctx, input.nbytes(), std::make_tuple(input, output, copies),
+               [&](std::vector<MPI_Request>& rs) {
+                 for (int i = 1; i < size(); ++i) {
+                   const int from = (rank() - i + size()) % size();
+                   const int to = (rank() + i) % size();
+                   check_mpi(MPI_Irecv(from_rank + static_cast<size_t>(from) * block, n, type, from, kExchangeTag,
+                                       comm, &rs.emplace_back(MPI_REQUEST_NULL)),
+                             "MPI_Irecv", ctx.what);
+                   check_mpi(MPI_Isend(in + static_cast<size_t>(to) * block, n, type, to, kExchangeTag, comm,
+                                       &rs.emplace_back(MPI_REQUEST_NULL)),
+                             "MPI_Isend", ctx.what);
+                 }
+               });
+  const auto block_of = [&](int r) -> const void* {
+    return r == rank() ? in + static_cast<size_t>(r) * block : from_rank + static_cast<size_t>(r) * block;
+  };
+  char* out = static_cast<char*>(ptr(output));
+  std::memcpy(out, block_of(0), block);
+  for (int r = 1; r < size(); ++r) {
+    check_mpi(MPI_Reduce_local(block_of(r), out, n, type, mpi_op), "MPI_Reduce_local", ctx.what);
+  }
 }
 
 void ProcessGroupMPI::run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,

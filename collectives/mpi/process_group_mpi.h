@@ -80,9 +80,15 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
   // thread and TimeoutError is thrown.
   template <class Start>
   void run_nonblocking(const char* call, const OpContext& ctx, size_t bytes, std::any keep, Start&& start);
-  // allgather as one exchange of point-to-point messages on the lane's communicator (groups of up to
-  // kDirectAllgatherMaxRanks ranks; see the .cc for why).
+  // Posts point-to-point messages on the lane's communicator with `post(requests)` (which may also work
+  // locally while they move) and tests them all until ctx.deadline; on failure or timeout every request
+  // goes to the progress thread with `keep`, and the timeout throws TimeoutError naming `op`.
+  template <class Post>
+  void run_exchange(const char* op, const OpContext& ctx, size_t bytes, std::any keep, Post&& post);
+  // allgather and reduce_scatter as one such exchange between every pair of ranks (groups of up to
+  // kDirectExchangeMaxRanks ranks; see the .cc for why).
   void run_direct_allgather(const Tensor& input, Tensor& output, bool in_place, const OpContext& ctx);
+  void run_direct_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx);
 
   std::shared_ptr<MpiRuntime> runtime_;  // first: outlives the communicators
   Communicators comms_;
