@@ -21,7 +21,7 @@
 #include "collectives/gloo/gloo_reduce.h"
 #include "collectives/gloo/gloo_store.h"
 #include "collectives/gloo/gloo_timeout.h"
-#include "collectives/gloo/ring_reduce_scatter.h"
+#include "collectives/gloo/reduce_scatter.h"
 
 namespace braid::collectives {
 
@@ -238,7 +238,7 @@ void ProcessGroupGloo::run_reduce_scatter(const Tensor& input, Tensor& output, E
   if (output.numel() == 0) return;
   const gloo::ReduceFn fn = gloo::reduce_function(output.dtype(), op);
   run_gloo(ctx, [&] {
-    gloo::RingReduceScatterArgs args;
+    gloo::ReduceScatterArgs args;
     args.input = input.data_ptr();
     args.output = output.data_ptr();
     args.block_bytes = output.nbytes();
@@ -247,7 +247,7 @@ void ProcessGroupGloo::run_reduce_scatter(const Tensor& input, Tensor& output, E
     args.tag = static_cast<uint32_t>(ctx.seq);
     args.deadline = ctx.deadline;
     auto& l = lane(ctx);
-    gloo::ring_reduce_scatter(l.context, args, l.scratch);
+    gloo::reduce_scatter(l.context, args, l.scratch);
   });
 }
 

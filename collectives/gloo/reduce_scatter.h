@@ -1,8 +1,6 @@
-// Reduce-scatter over a gloo context, as a pipelined ring on unbound buffers.
-//
-// gloo (2022) has no new-style reduce_scatter; the alternatives were an allreduce of the whole input
-// followed by taking this rank's block (2(p-1)/p of the input per rank on the wire, plus a full-size
-// copy), or this ring, which sends (p-1)/p of it: half the traffic.
+// Reduce-scatter over a gloo context on unbound buffers. gloo (2022) has no new-style reduce_scatter; the
+// alternative, an allreduce of the whole input followed by taking this rank's block, puts 2(p-1)/p of
+// the input per rank on the wire plus a full-size copy. Both algorithms here send (p-1)/p of it.
 //
 // Ring: rank r sends to r+1 and receives from r-1. In step s (0 .. p-2) it sends the partial sum of
 // block (r-1-s) mod p and receives that of block (r-2-s) mod p, adds its own input block to it, and
@@ -10,6 +8,11 @@
 // is cut into segments (one for small blocks), so that a segment is forwarded as soon as it is reduced
 // while later segments are still on the wire. Receives land in two block-sized scratch buffers used
 // alternately; a buffer is reused only after the sends from it completed.
+//
+// Direct: every rank sends each other rank that rank's block of its input and receives the p-1 copies
+// of its own block, all at once, then reduces the p copies in rank order. One step instead of p-1, which
+// is what small blocks and oversubscribed ranks (each hop of the ring waits for a context switch) need;
+// the ring overlaps reducing with the transfer, which large blocks need.
 #pragma once
 
 #include <gloo/context.h>
@@ -34,7 +37,7 @@ class Scratch {
   size_t size_ = 0;
 };
 
-struct RingReduceScatterArgs {
+struct ReduceScatterArgs {
   const void* input = nullptr;  // size * block_bytes
   void* output = nullptr;       // block_bytes
   size_t block_bytes = 0;
@@ -44,8 +47,10 @@ struct RingReduceScatterArgs {
   Deadline deadline = Deadline::never();
 };
 
-// Throws gloo's exceptions (IoException on timeout or a broken connection); the caller maps them.
-void ring_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const RingReduceScatterArgs& args,
-                         Scratch& scratch);
+// The direct exchange for blocks of at most kDirectReduceScatterMaxBlock bytes in groups of 3 ranks or
+// more, else the ring (with 2 ranks the ring is one step already). Throws gloo's exceptions (IoException
+// on timeout or a broken connection); the caller maps them.
+void reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const ReduceScatterArgs& args,
+                    Scratch& scratch);
 
 }  // namespace braid::collectives::gloo
