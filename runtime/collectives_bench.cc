@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "collectives/backends/backends.h"
 #include "collectives/mpi/mpi_bootstrap.h"
+#include "runtime/bench_stats.h"
 #include "runtime/collectives_bench_check.h"
 #include "runtime/collectives_bench_raw.h"
 #include "store/hash_store.h"
@@ -188,16 +189,6 @@ double median_call(int n, F&& f) {
   }
   std::nth_element(t.begin(), t.begin() + n / 2, t.end());
   return t[static_cast<size_t>(n / 2)];
-}
-
-// The median of `v` (the mean of the two middle values for an even count); `v` is reordered.
-double median(std::vector<double>& v) {
-  BRAID_ASSERT(!v.empty(), "bench collectives: median of no values");
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
 }
 
 // ---- one size ----

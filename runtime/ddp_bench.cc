@@ -22,6 +22,7 @@
 #include "parallel/ddp/ddp.h"
 #include "parallel/ddp/default_hooks.h"
 #include "runtime/bench_job.h"
+#include "runtime/bench_stats.h"
 #include "store/prefix_store.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
@@ -39,13 +40,6 @@ constexpr double kAtol = 1e-6;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 void check_options(const DdpBenchOptions& o) {

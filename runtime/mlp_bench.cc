@@ -15,6 +15,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "nn/optim/sgd.h"
+#include "runtime/bench_stats.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
 
@@ -32,12 +33,6 @@ Tensor uniform_param(const Shape& shape, int64_t fan_in, Generator& gen) {
 }
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
