@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "collectives/gloo/gloo_timeout.h"
+#include "collectives/gloo/unbound_sends.h"
 
 namespace braid::collectives::gloo {
 
@@ -41,20 +42,6 @@ Segments segments_for(size_t block_bytes, size_t element_size) {
   bytes = (bytes + element_size - 1) / element_size * element_size;
   return {bytes, (block_bytes + bytes - 1) / bytes};
 }
-
-// An unbound buffer with a count of sends posted on it and not yet waited for.
-struct SendSide {
-  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
-  size_t outstanding = 0;
-
-  void send(int peer, uint64_t slot, size_t offset, size_t length) {
-    buffer->send(peer, slot, offset, length);
-    ++outstanding;
-  }
-  void wait_all(const Deadline& deadline) {
-    for (; outstanding > 0; --outstanding) buffer->waitSend(gloo_timeout(deadline));
-  }
-};
 
 // The direct exchange (reduce_scatter.h); p >= 2, block > 0.
 void direct_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const ReduceScatterArgs& a,

@@ -1,6 +1,7 @@
 // allgather (list outputs), allgather_into_tensor and allgather_coalesced: the seed's _basics for 1-3
 // inputs per rank (SPEC B.5), non-contiguous inputs (B.6), the future values (B.2), the seed's async
-// all_gather_coalesced case, every dtype and empty tensors.
+// all_gather_coalesced case, every dtype and empty tensors, and blocks on both sides of gloo's switch from
+// one step to its ring.
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;
@@ -88,6 +89,26 @@ TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: rank-major concatenation alo
   finish(pg->allgather_into_tensor(out, t));
   for (int k = 0; k < ws; ++k) {
     CHECK_THAT(out.narrow(0, 3 * k, 3).contiguous(), Equals(arange(0, 6, 1, DType::Int64).view({2, 3}).t().contiguous()));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: blocks on both sides of the engines' algorithm switch, in place too",
+                 "[allgather]") {
+  // gloo gathers blocks of up to 512 KiB in one step and larger ones in its ring (process_group_gloo.cc);
+  // these sizes run both, and an input that is this rank's own block of the output.
+  auto pg = shared_group();
+  const int ws = size();
+  for (int64_t numel : {int64_t{1}, int64_t{128 * 1024}, int64_t{160 * 1024}}) {
+    for (bool in_place : {false, true}) {
+      INFO(numel << " float32 per rank" << (in_place ? ", in place" : ""));
+      const Tensor want = arange(0, ws * numel, 1, DType::Float32);
+      Tensor output = dev(zeros({ws * numel}));
+      Tensor input = in_place ? output.narrow(0, rank() * numel, numel)
+                              : dev(arange(rank() * numel, (rank() + 1) * numel, 1, DType::Float32));
+      if (in_place) input.copy_(dev(arange(rank() * numel, (rank() + 1) * numel, 1, DType::Float32)));
+      finish(pg->allgather_into_tensor(output, input));
+      CHECK_THAT(output, Equals(want));
+    }
   }
 }
 
