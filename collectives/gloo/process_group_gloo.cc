@@ -203,8 +203,8 @@ void ProcessGroupGloo::run_allgather(const Tensor& input, Tensor& output, const 
   if (n == 0) return;
   if (n <= kOneStepAllgatherMaxBlock) {
     run_gloo(ctx, [&] {
-      gloo::one_step_allgather(lane(ctx).context, input.data_ptr(), output.data_ptr(), n, static_cast<uint32_t>(ctx.seq),
-                               ctx.deadline);
+      gloo::one_step_allgather(lane(ctx).context, input.data_ptr(), output.data_ptr(), n,
+                               static_cast<uint32_t>(ctx.seq), ctx.deadline);
     });
     return;
   }

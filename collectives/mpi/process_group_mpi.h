@@ -89,6 +89,9 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
   // kDirectExchangeMaxRanks ranks; see the .cc for why).
   void run_direct_allgather(const Tensor& input, Tensor& output, bool in_place, const OpContext& ctx);
   void run_direct_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx);
+  void run_direct_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                           const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
+                           const std::vector<int64_t>& recv_offsets, const OpContext& ctx);
 
   std::shared_ptr<MpiRuntime> runtime_;  // first: outlives the communicators
   Communicators comms_;

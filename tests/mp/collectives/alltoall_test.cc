@@ -1,4 +1,5 @@
-// alltoall_single (equal and uneven splits, SPEC B.5's [G] cases) and alltoall (lists).
+// alltoall_single (equal and uneven splits, SPEC B.5's [G] cases, empty blocks between some pairs) and alltoall
+// (lists).
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;
@@ -40,6 +41,25 @@ TEST_CASE_METHOD(MpFixture, "alltoall_single: uneven splits, rank r sends s+1 el
   Tensor out = dev(full({static_cast<int64_t>(want.size())}, int64_t{-1}, DType::Int64));
   finish(pg->alltoall_single(out, in, out_splits, in_splits));
   CHECK_THAT(out, Equals(ints(want)));
+}
+
+TEST_CASE_METHOD(MpFixture, "alltoall_single: empty blocks between some pairs, its own block included", "[alltoall]") {
+  auto pg = shared_group();
+  const int ws = size(), r = rank();
+  // Rank a sends (a + b) % 3 elements to rank b: some pairs (and some ranks' own blocks) exchange nothing.
+  const auto count = [](int a, int b) { return (a + b) % 3; };
+  std::vector<int64_t> in_values, in_splits, out_splits, want;
+  for (int s = 0; s < ws; ++s) {
+    in_splits.push_back(count(r, s));
+    for (int i = 0; i < count(r, s); ++i) in_values.push_back(r * 100 + s * 10 + i);
+    out_splits.push_back(count(s, r));
+    for (int i = 0; i < count(s, r); ++i) want.push_back(s * 100 + r * 10 + i);
+  }
+  Tensor in = dev(in_values.empty() ? empty({0}, DType::Int64) : ints(in_values));
+  Tensor out = dev(want.empty() ? empty({0}, DType::Int64)
+                                : full({static_cast<int64_t>(want.size())}, int64_t{-1}, DType::Int64));
+  finish(pg->alltoall_single(out, in, out_splits, in_splits));
+  if (!want.empty()) CHECK_THAT(out, Equals(ints(want)));
 }
 
 TEST_CASE_METHOD(MpFixture, "alltoall: outputs[s] receives rank s's inputs[r], tensors of different sizes", "[alltoall]") {
