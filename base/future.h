@@ -62,6 +62,7 @@ class Future {
     // Clamp so that "very long" timeouts cannot overflow the clock arithmetic.
     timeout = std::min(timeout, std::chrono::milliseconds(std::chrono::hours(24 * 365)));
     std::unique_lock<std::mutex> lock(state_->mu);
+    if (state_->done) return;  // without reading the clock (wait_for does, even when it need not wait)
     if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
       BRAID_THROW(TimeoutError, "{}: timed out after {} ms waiting for completion", state_->what, timeout.count());
     }

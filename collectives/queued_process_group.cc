@@ -185,7 +185,8 @@ std::shared_ptr<Work> QueuedProcessGroup::enqueue(OpInfo info, Body body) {
   OpContext ctx;
   ctx.seq = next_sequence_number();
   ctx.what = describe_op(info.op, ctx.seq);
-  ctx.deadline = Deadline::after(timeout);
+  const auto queued_at = Clock::now();
+  ctx.deadline = Deadline(queued_at + timeout);
   ctx.lane = static_cast<int>(ctx.seq % lanes_.size());
   auto work = std::make_shared<Work>(ctx.what, timeout);
   if (info.bytes <= kSpinBytes) work->set_wait_spin(kWaitSpin);
@@ -209,7 +210,7 @@ std::shared_ptr<Work> QueuedProcessGroup::enqueue(OpInfo info, Body body) {
     std::lock_guard<std::mutex> lock(lane.mu);
     // The closure owns the Work, the inputs (inside body) and the context: dropping the caller's handle
     // neither cancels nor frees anything the op still uses.
-    lane.last_queued = Clock::now();
+    lane.last_queued = queued_at;
     lane.queue.push_back({lane.last_queued, deadline,
                           [this, ctx = std::move(ctx), info = std::move(info), body = std::move(body),
                            work]() mutable { run_op(ctx, info, std::move(body), *work); }});
@@ -301,7 +302,9 @@ void QueuedProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, Body&&
   }
   Lane& lane = *lanes_[static_cast<size_t>(ctx.lane)];
   const auto started = Clock::now();
-  const Millis left = ctx.deadline.remaining();
+  const Millis left = ctx.deadline.is_never() ? Millis::max()
+                                              : std::max(Millis(0), std::chrono::duration_cast<Millis>(
+                                                                        ctx.deadline.at() - started));
   const Millis publish_after = std::min(kPublishAfter, left / 4);
   lane.publish_at.store((started + publish_after).time_since_epoch().count());
   lane.running_seq.store(ctx.seq);
