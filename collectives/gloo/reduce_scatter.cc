@@ -18,10 +18,13 @@ namespace {
 // Slot prefixes of these algorithms; gloo's own collectives use 0x01 .. 0x08, and each op has its own tag.
 constexpr uint8_t kRingReduceScatterSlotPrefix = 0x21;
 constexpr uint8_t kDirectReduceScatterSlotPrefix = 0x22;
-// Blocks up to this size take the direct exchange in groups of 3 or more ranks. 4 ranks on the 2-core VM
-// (2 per core), braid reduce_scatter_tensor, µs per call, ring -> direct: 4 KiB input 384-413 -> 269-295,
-// 64 KiB 400 -> 276-313, 1 MiB (256 KiB blocks) 930-988 -> 695-717; but 4 MiB (1 MiB blocks) 2747-2905 ->
-// 3146-3240, where the ring's overlap of reducing with the transfer pays. 16 MiB: the same either way.
+// Blocks up to this size take the direct exchange. 4 ranks on the 2-core VM (2 per core), braid
+// reduce_scatter_tensor, µs per call, ring -> direct: 4 KiB input 384-413 -> 269-295, 64 KiB 400 ->
+// 276-313, 1 MiB (256 KiB blocks) 930-988 -> 695-717; but 4 MiB (1 MiB blocks) 2747-2905 -> 3146-3240,
+// where the ring's overlap of reducing with the transfer pays. 16 MiB: the same either way. 2 ranks, where
+// both are one step but the ring cuts blocks over 64 KiB into two segments, against raw halving-doubling
+// (paired), ring -> direct: 256 KiB input 1.06-1.08x -> 0.73-0.76x, 1 MiB 1.18-1.19x -> 0.99-1.02x; 2 MiB
+// (1 MiB blocks) 0.74-0.83x -> 0.88-0.97x and 4 MiB 0.65-0.68x -> 0.90-0.93x, so the line is the same.
 constexpr size_t kDirectReduceScatterMaxBlock = 512 * 1024;
 // Blocks up to this size go as one segment (more segments only add per-message latency); larger ones
 // are cut into segments of at most kMaxSegmentBytes, and at least two, to overlap reducing with I/O.
@@ -147,7 +150,7 @@ void reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const Reduc
     return;
   }
   BRAID_ASSERT(block % args.element_size == 0, "block of {} bytes, element size {}", block, args.element_size);
-  if (context->size >= 3 && block <= kDirectReduceScatterMaxBlock) {
+  if (block <= kDirectReduceScatterMaxBlock) {
     direct_reduce_scatter(context, args, scratch);
   } else {
     ring_reduce_scatter(context, args, scratch);

@@ -47,9 +47,8 @@ struct ReduceScatterArgs {
   Deadline deadline = Deadline::never();
 };
 
-// The direct exchange for blocks of at most kDirectReduceScatterMaxBlock bytes in groups of 3 ranks or
-// more, else the ring (with 2 ranks the ring is one step already). Throws gloo's exceptions (IoException
-// on timeout or a broken connection); the caller maps them.
+// The direct exchange for blocks of at most kDirectReduceScatterMaxBlock bytes, else the ring. Throws
+// gloo's exceptions (IoException on timeout or a broken connection); the caller maps them.
 void reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const ReduceScatterArgs& args,
                     Scratch& scratch);
 
