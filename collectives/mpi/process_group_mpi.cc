@@ -34,6 +34,15 @@ constexpr int kDirectExchangeMaxRanks = 8;
 // ranks with one tag in order, so each op's receives match its own sends.
 constexpr int kExchangeTag = 1;
 
+// Allreduces of up to this many bytes in groups of 3 to kDirectExchangeMaxRanks ranks are one direct
+// exchange of the whole buffers (run_direct_allreduce). braid / raw MPI_Allreduce (paired, 9-11 rounds),
+// libnbc's MPI_Iallreduce -> the exchange: 4 ranks (2 per core) 4 KiB 1.16-1.18x -> 1.20-1.23x (+4 us
+// either way), 16 KiB 1.16-1.17x -> 0.84-0.85x, 32 KiB 1.10x -> 0.94-1.05x, 64 KiB 1.16x -> 1.14x, but
+// 256 KiB 0.98x -> 1.27x; 3 ranks 4 KiB 1.30x -> 1.07x, 16 KiB 1.05x -> 0.68x, 64 KiB 1.25x -> 1.09x,
+// 256 KiB 0.96x -> 1.23x. Each rank receives p-1 whole buffers, so the exchange is for latency-bound
+// sizes only; with 2 ranks MPI's own exchange is the same single step.
+constexpr size_t kDirectAllreduceMaxBytes = 32 * 1024;
+
 // From this input size on, reduce_scatter runs as an allreduce (see run_reduce_scatter).
 constexpr size_t kReduceScatterViaAllreduce = size_t{8} << 20;
 
@@ -72,6 +81,46 @@ int creation_tag(const std::string& name) {
 }
 
 void* ptr(const Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
+
+// What one rank exchanges with one peer in a direct exchange: `count` elements at `at` (none when 0).
+struct Part {
+  const void* at;
+  int64_t count;
+};
+
+// Posts, for i = 1 .. p-1, the receive from rank r-i and the send to rank r+i (so that not every rank
+// sends to rank 0 first), on the exchanges' tag; parts of no elements are skipped.
+template <class RecvFrom, class SendTo>
+void post_exchange(std::vector<MPI_Request>& requests, int rank, int size, MPI_Datatype type, MPI_Comm comm,
+                   const std::string& what, RecvFrom&& recv_from, SendTo&& send_to) {
+  for (int i = 1; i < size; ++i) {
+    const int from = (rank - i + size) % size;
+    const int to = (rank + i) % size;
+    const Part in = recv_from(from);
+    if (in.count > 0) {
+      check_mpi(MPI_Irecv(const_cast<void*>(in.at), mpi_count(in.count, what), type, from, kExchangeTag, comm,
+                          &requests.emplace_back(MPI_REQUEST_NULL)),
+                "MPI_Irecv", what);
+    }
+    const Part out = send_to(to);
+    if (out.count > 0) {
+      check_mpi(MPI_Isend(out.at, mpi_count(out.count, what), type, to, kExchangeTag, comm,
+                          &requests.emplace_back(MPI_REQUEST_NULL)),
+                "MPI_Isend", what);
+    }
+  }
+}
+
+// out = block_of(0) op block_of(1) op ... op block_of(size-1), in rank order on every rank, so that
+// every rank computes the same bits (MPI_Reduce_local: every op and dtype as MPI reduces them).
+template <class BlockOf>
+void reduce_in_rank_order(char* out, BlockOf&& block_of, int size, int n, size_t bytes, MPI_Datatype type,
+                          MPI_Op op, const std::string& what) {
+  std::memcpy(out, block_of(0), bytes);
+  for (int r = 1; r < size; ++r) {
+    check_mpi(MPI_Reduce_local(block_of(r), out, n, type, op), "MPI_Reduce_local", what);
+  }
+}
 
 }  // namespace
 
@@ -201,6 +250,10 @@ void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext
   const int64_t chunk = allreduce_chunk_bytes_ > 0 ? std::max<int64_t>(1, allreduce_chunk_bytes_ / elem) : numel;
   const MPI_Datatype type = mpi_reduce_type(buffer.dtype());
   const MPI_Op mpi_op = reduce_op(op, buffer.dtype());
+  if (size() >= 3 && size() <= kDirectExchangeMaxRanks && buffer.nbytes() <= kDirectAllreduceMaxBytes) {
+    run_direct_allreduce(buffer, op, ctx);
+    return;
+  }
   if (numel <= chunk) {
     const int n = mpi_count(numel, ctx.what);
     run_nonblocking("MPI_Iallreduce", ctx, buffer.nbytes(), buffer, [&](MPI_Request* r) {
@@ -221,6 +274,30 @@ void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext
                       return MPI_Iallreduce(MPI_IN_PLACE, base + first * elem, n, type, mpi_op, lane_comm(ctx), r);
                     });
   }
+}
+
+// Every rank sends its whole buffer to every other rank and receives theirs, then reduces the p buffers
+// in rank order with MPI_Reduce_local (every op and dtype as MPI reduces them): one step instead of
+// log2(p), and every rank computes the same sum in the same order, so all hold the same bits.
+void ProcessGroupMPI::run_direct_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
+  const int n = mpi_count(buffer.numel(), ctx.what);
+  const size_t bytes = buffer.nbytes();
+  const MPI_Datatype type = mpi_reduce_type(buffer.dtype());
+  const MPI_Op mpi_op = reduce_op(op, buffer.dtype());
+  const MPI_Comm comm = lane_comm(ctx);
+  char* mine = static_cast<char*>(ptr(buffer));
+  // Every rank's buffer, rank-major: the p-1 received ones and this rank's own.
+  Tensor copies = Tensor::empty({buffer.numel() * size()}, TensorOptions(buffer.dtype(), buffer.device()));
+  char* of_rank = static_cast<char*>(copies.data_ptr());
+  const auto slot = [&](int r) { return of_rank + static_cast<size_t>(r) * bytes; };
+  run_exchange("allreduce", ctx, bytes * static_cast<size_t>(size()), std::make_pair(buffer, copies),
+               [&](std::vector<MPI_Request>& rs) {
+                 post_exchange(
+                     rs, rank(), size(), type, comm, ctx.what, [&](int from) { return Part{slot(from), n}; },
+                     [&](int) { return Part{mine, n}; });
+                 std::memcpy(slot(rank()), mine, bytes);
+               });
+  reduce_in_rank_order(mine, slot, size(), n, bytes, type, mpi_op, ctx.what);
 }
 
 void ProcessGroupMPI::run_reduce(Tensor& buffer, EngineOp op, int root, const OpContext& ctx) {
@@ -288,15 +365,9 @@ void ProcessGroupMPI::run_direct_allgather(const Tensor& input, Tensor& output, 
   char* out = static_cast<char*>(ptr(output));
   const void* mine = in_place ? out + static_cast<size_t>(rank()) * block : ptr(input);
   run_exchange("allgather", ctx, output.nbytes(), std::make_pair(input, output), [&](std::vector<MPI_Request>& rs) {
-    for (int i = 1; i < size(); ++i) {
-      const int from = (rank() - i + size()) % size();
-      const int to = (rank() + i) % size();
-      check_mpi(MPI_Irecv(out + static_cast<size_t>(from) * block, n, type, from, kExchangeTag, comm,
-                          &rs.emplace_back(MPI_REQUEST_NULL)),
-                "MPI_Irecv", ctx.what);
-      check_mpi(MPI_Isend(mine, n, type, to, kExchangeTag, comm, &rs.emplace_back(MPI_REQUEST_NULL)), "MPI_Isend",
-                ctx.what);
-    }
+    post_exchange(
+        rs, rank(), size(), type, comm, ctx.what,
+        [&](int from) { return Part{out + static_cast<size_t>(from) * block, n}; }, [&](int) { return Part{mine, n}; });
     if (!in_place) std::memcpy(out + static_cast<size_t>(rank()) * block, ptr(input), block);
   });
 }
@@ -362,25 +433,15 @@ void ProcessGroupMPI::run_direct_reduce_scatter(const Tensor& input, Tensor& out
   char* from_rank = static_cast<char*>(copies.data_ptr());
   run_exchange("reduce_scatter", ctx, input.nbytes(), std::make_tuple(input, output, copies),
                [&](std::vector<MPI_Request>& rs) {
-                 for (int i = 1; i < size(); ++i) {
-                   const int from = (rank() - i + size()) % size();
-                   const int to = (rank() + i) % size();
-                   check_mpi(MPI_Irecv(from_rank + static_cast<size_t>(from) * block, n, type, from, kExchangeTag,
-                                       comm, &rs.emplace_back(MPI_REQUEST_NULL)),
-                             "MPI_Irecv", ctx.what);
-                   check_mpi(MPI_Isend(in + static_cast<size_t>(to) * block, n, type, to, kExchangeTag, comm,
-                                       &rs.emplace_back(MPI_REQUEST_NULL)),
-                             "MPI_Isend", ctx.what);
-                 }
+                 post_exchange(
+                     rs, rank(), size(), type, comm, ctx.what,
+                     [&](int from) { return Part{from_rank + static_cast<size_t>(from) * block, n}; },
+                     [&](int to) { return Part{in + static_cast<size_t>(to) * block, n}; });
                });
   const auto block_of = [&](int r) -> const void* {
     return r == rank() ? in + static_cast<size_t>(r) * block : from_rank + static_cast<size_t>(r) * block;
   };
-  char* out = static_cast<char*>(ptr(output));
-  std::memcpy(out, block_of(0), block);
-  for (int r = 1; r < size(); ++r) {
-    check_mpi(MPI_Reduce_local(block_of(r), out, n, type, mpi_op), "MPI_Reduce_local", ctx.what);
-  }
+  reduce_in_rank_order(static_cast<char*>(ptr(output)), block_of, size(), n, block, type, mpi_op, ctx.what);
 }
 
 void ProcessGroupMPI::run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
@@ -439,7 +500,8 @@ void ProcessGroupMPI::run_alltoall(const Tensor& input, Tensor& output, const st
 // 4 MiB 1.04-1.06x -> 1.03x; 4 ranks 64 KiB 1.22x -> 1.17x, 1 MiB 1.04-1.07x -> 1.03-1.07x, 16 MiB 1.05-1.07x
 // -> 1.03-1.11x (within the noise). A rank's block for itself must not be larger than the one it expects from itself (MPI's
 // truncation rule).
-void ProcessGroupMPI::run_direct_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+void ProcessGroupMPI::run_direct_alltoall(const Tensor& input, Tensor& output,
+                                          const std::vector<int64_t>& send_counts,
                                           const std::vector<int64_t>& send_offsets,
                                           const std::vector<int64_t>& recv_counts,
                                           const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
@@ -456,22 +518,14 @@ void ProcessGroupMPI::run_direct_alltoall(const Tensor& input, Tensor& output, c
   }
   run_exchange("alltoall", ctx, std::max(input.nbytes(), output.nbytes()), std::make_pair(input, output),
                [&](std::vector<MPI_Request>& rs) {
-                 for (int i = 1; i < size(); ++i) {
-                   const int from = (rank() - i + size()) % size();
-                   const int to = (rank() + i) % size();
-                   if (at(recv_counts, from) > 0) {
-                     check_mpi(MPI_Irecv(out + static_cast<size_t>(at(recv_offsets, from)) * element,
-                                         mpi_count(at(recv_counts, from), ctx.what), type, from, kExchangeTag, comm,
-                                         &rs.emplace_back(MPI_REQUEST_NULL)),
-                               "MPI_Irecv", ctx.what);
-                   }
-                   if (at(send_counts, to) > 0) {
-                     check_mpi(MPI_Isend(in + static_cast<size_t>(at(send_offsets, to)) * element,
-                                         mpi_count(at(send_counts, to), ctx.what), type, to, kExchangeTag, comm,
-                                         &rs.emplace_back(MPI_REQUEST_NULL)),
-                               "MPI_Isend", ctx.what);
-                   }
-                 }
+                 post_exchange(
+                     rs, rank(), size(), type, comm, ctx.what,
+                     [&](int from) {
+                       return Part{out + static_cast<size_t>(at(recv_offsets, from)) * element, at(recv_counts, from)};
+                     },
+                     [&](int to) {
+                       return Part{in + static_cast<size_t>(at(send_offsets, to)) * element, at(send_counts, to)};
+                     });
                  if (own > 0) {
                    std::memcpy(out + static_cast<size_t>(at(recv_offsets, rank())) * element,
                                in + static_cast<size_t>(at(send_offsets, rank())) * element,

@@ -88,6 +88,7 @@ class ProcessGroupMPI final : public QueuedProcessGroup {
   // allgather and reduce_scatter as one such exchange between every pair of ranks (groups of up to
   // kDirectExchangeMaxRanks ranks; see the .cc for why).
   void run_direct_allgather(const Tensor& input, Tensor& output, bool in_place, const OpContext& ctx);
+  void run_direct_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx);
   void run_direct_reduce_scatter(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx);
   void run_direct_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
                            const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
