@@ -497,9 +497,9 @@ void ProcessGroupMPI::run_alltoall(const Tensor& input, Tensor& output, const st
 // while they move: what libnbc's MPI_Ialltoall(v) does in one round, minus its schedule. Against coll/
 // tuned's blocking MPI_Alltoall (braid bench collectives, paired medians of 9-11 rounds, libnbc -> this):
 // 2 ranks 4 KiB 3.8x -> 3.3x (+1.7 -> +1.3 us), 64 KiB 1.44x -> 1.22x, 1 MiB 1.07-1.08x -> 1.05-1.06x,
-// 4 MiB 1.04-1.06x -> 1.03x; 4 ranks 64 KiB 1.22x -> 1.17x, 1 MiB 1.04-1.07x -> 1.03-1.07x, 16 MiB 1.05-1.07x
-// -> 1.03-1.11x (within the noise). A rank's block for itself must not be larger than the one it expects from itself (MPI's
-// truncation rule).
+// 4 MiB 1.04-1.06x -> 1.03x; 4 ranks 64 KiB 1.22x -> 1.17x, 1 MiB 1.04-1.07x -> 1.03-1.07x, 16 MiB
+// 1.05-1.07x -> 1.03-1.11x (within the noise). A rank's block for itself must not be larger than the one
+// it expects from itself (MPI's truncation rule).
 void ProcessGroupMPI::run_direct_alltoall(const Tensor& input, Tensor& output,
                                           const std::vector<int64_t>& send_counts,
                                           const std::vector<int64_t>& send_offsets,
