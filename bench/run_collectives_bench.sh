@@ -7,7 +7,8 @@
 # and braid's best CPU backend against PyTorch at 16 MiB on 2 ranks. Each run's full table is kept in
 # <build>/collectives-bench/*.txt.
 #
-# usage: bench/run_collectives_bench.sh [build-dir] [seconds-per-size] [rounds]   (defaults: build-bench, 0.4, 7)
+# usage: bench/run_collectives_bench.sh [build-dir] [seconds-per-size] [rounds] [min-iters]
+#        (defaults: build-bench, 0.4, 7, 10: the large sizes get at least 10 calls a round, whatever the time)
 # With more rounds the paired figures (median over rounds of braid against raw in the same round) hold
 # still on a shared machine; the seconds per size are split between the rounds.
 set -euo pipefail
@@ -16,6 +17,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-build-bench}"
 seconds="${2:-0.4}"
 rounds="${3:-7}"
+min_iters="${4:-10}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRAID_WITH_CUDA=OFF >/dev/null
@@ -30,7 +32,8 @@ run() {  # run <name> <ranks> <braid bench collectives args...>
   local name="$1" np="$2"
   shift 2
   echo "== $name: mpirun -np $np --oversubscribe braid bench collectives $* (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  mpirun -np "$np" --oversubscribe "$braid" bench collectives --seconds-per-size "$seconds" --rounds "$rounds" "$@" |
+  mpirun -np "$np" --oversubscribe "$braid" bench collectives --seconds-per-size "$seconds" --rounds "$rounds" \
+    --min-iters "$min_iters" "$@" |
     tee "$out/$name.txt"
 }
 

@@ -31,6 +31,10 @@ void add_collectives_command(CLI::App& bench, runtime::CollectivesBenchOptions& 
   c->add_option("-n,--iters", o.iters, "Timed calls per round and side (0: about --seconds-per-size per size)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  c->add_option("--min-iters", o.min_iters,
+                 "When --iters is 0: the least timed calls per round and side, however long a size takes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("-w,--warmup", o.warmup, "Untimed calls per side and size")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--rounds", o.rounds, "Alternating braid/raw rounds per size; each side's best round counts, and 'paired' is the median "
                  "over rounds of braid/raw within a round")

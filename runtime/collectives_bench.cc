@@ -232,7 +232,8 @@ struct SizeRun {
         slowest = std::max(slowest, v.at(0));
       }
       const double per_round = o.seconds_per_size / o.rounds;
-      iters = static_cast<int>(std::clamp(std::floor(per_round / std::max(slowest, 1e-7)), 1.0, 1e6));
+      iters = static_cast<int>(std::clamp(std::floor(per_round / std::max(slowest, 1e-7)),
+                                          static_cast<double>(o.min_iters), 1e6));
     }
     row.iters = iters;
 
@@ -396,7 +397,9 @@ std::string preamble(const CollectivesBenchOptions& o, const Job& job, const std
   out += fmt::format("# per size: {} warm-up calls per side, then {} rounds of {} calls per side (sides alternate "
                      "first); time = best round of the slowest rank's mean per call; {}\n",
                      o.warmup, o.rounds,
-                     o.iters > 0 ? std::to_string(o.iters) : fmt::format("about {:g} s per size in all", o.seconds_per_size),
+                     o.iters > 0 ? std::to_string(o.iters)
+                                 : fmt::format("about {:g} s per size in all, at least {}", o.seconds_per_size,
+                                               o.min_iters),
                      o.check ? "#wrong checked once per size, outside timing" : "no check");
   if (o.backend == "gloo") out += fmt::format("# gloo group: {} lanes (--threads)\n", o.threads);
   if (o.poll_wait) out += "# braid side waits by polling Work::is_completed() (--poll-wait)\n";
@@ -460,11 +463,11 @@ std::vector<CollectivesBenchTable> run_collectives_bench(const CollectivesBenchO
                             *dtype == DType::Int64 || *dtype == DType::Float16 || *dtype == DType::BFloat16),
                   "bench collectives: --dtype '{}' is not one of float32, float64, int32, int64, float16, bfloat16",
                   o.dtype);
-  BRAID_CHECK_ARG(o.rounds >= 1 && o.warmup >= 0 && o.iters >= 0 && o.seconds_per_size > 0 && o.timeout_s > 0 &&
-                      o.threads >= 1,
-                  "bench collectives: --rounds, --threads and --timeout must be positive, --iters and --warmup not "
-                  "negative (rounds {}, threads {}, timeout {}, iters {}, warmup {})",
-                  o.rounds, o.threads, o.timeout_s, o.iters, o.warmup);
+  BRAID_CHECK_ARG(o.rounds >= 1 && o.warmup >= 0 && o.iters >= 0 && o.min_iters >= 1 && o.seconds_per_size > 0 &&
+                      o.timeout_s > 0 && o.threads >= 1,
+                  "bench collectives: --rounds, --min-iters, --threads and --timeout must be positive, --iters and "
+                  "--warmup not negative (rounds {}, min-iters {}, threads {}, timeout {}, iters {}, warmup {})",
+                  o.rounds, o.min_iters, o.threads, o.timeout_s, o.iters, o.warmup);
   BRAID_CHECK_ARG(!o.raw_nonblocking || o.backend == "mpi", "bench collectives: --raw-nonblocking is for --backend mpi");
   std::vector<BenchOp> ops;
   for (const auto& name : o.ops) {

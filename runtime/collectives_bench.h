@@ -10,7 +10,8 @@
 //      over ranks); never inside a timed loop;
 //   2. warm-up: `warmup` ops through braid, then through the raw engine; without --iters the warm-up also
 //      times the ops, and the iteration count is chosen (the same on every rank) so that the size takes
-//      about `seconds_per_size` in all;
+//      about `seconds_per_size` in all, but at least `min_iters` per round (large sizes would otherwise get
+//      one or two calls a round, and one preempted call would move the row by tens of percent);
 //   3. `rounds` rounds, each one barrier + a block of iterations through braid and one through the raw
 //      engine (the side that goes first alternates). A side's time is its best round, where a round's time
 //      is the slowest rank's mean time per op in that round. Alternating rounds let both sides see the same
@@ -43,6 +44,7 @@ struct CollectivesBenchOptions {
   int64_t factor = 2;
   std::string dtype = "float32";  // float32, float64, int32, int64, float16, bfloat16
   int iters = 0;                  // timed iterations per round and side; 0 chooses them from the warm-up
+  int min_iters = 5;              // the least that choice may give
   int warmup = 5;                 // untimed iterations per side and size
   int rounds = 3;
   double seconds_per_size = 0.4;  // target for the adaptive iteration count (both sides, every round)
