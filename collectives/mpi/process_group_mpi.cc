@@ -25,8 +25,8 @@ namespace {
 // second thread polling the same progress engine.
 constexpr int kLanes = 1;
 
-// Up to this many ranks allgather, reduce_scatter and alltoall are one direct exchange of blocks between
-// every pair of ranks (run_exchange). Measured at 2 and 4 ranks only; with many ranks, 2(p-1) messages in
+// Up to this many ranks allgather, reduce_scatter, alltoall and small allreduces are one direct exchange
+// of blocks between every pair of ranks (run_exchange). Measured at 2 and 4 ranks only; with many ranks, 2(p-1) messages in
 // flight per rank at once are left to libnbc's algorithms (a judgement, not a measured crossover).
 constexpr int kDirectExchangeMaxRanks = 8;
 // The exchanges' point-to-point tag on the lane's communicator. Open MPI's collectives use negative tags,
