@@ -88,9 +88,15 @@ RemoteDevice RemoteDevice::parse(std::string_view text) {
 }
 
 rpc::WorkerInfo RemoteDevice::worker() const {
-  BRAID_CHECK_ARG(rpc::is_initialized(), "remote_device '{}': RPC has not been initialized. Call init_rpc first",
-                  text_);
-  const std::vector<rpc::WorkerInfo> workers = rpc::get_worker_infos();
+  // get_worker_infos waits while this process's init_rpc is still publishing its agent: a peer's request
+  // (a remote module built on this worker) can arrive in that window, and rpc::is_initialized() would
+  // already say no (seen as a failed resume in e2e_run_resume's hybrid job).
+  std::vector<rpc::WorkerInfo> workers;
+  try {
+    workers = rpc::get_worker_infos();
+  } catch (const InvalidArgument& e) {
+    BRAID_THROW(InvalidArgument, "remote_device '{}': {}", text_, e.what());
+  }
   for (const auto& w : workers) {
     if (rank_ >= 0 ? w.id == rank_ : w.name == worker_name_) return w;
   }
