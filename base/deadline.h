@@ -23,9 +23,11 @@ class Deadline {
   bool expired() const { return Clock::now() >= at_; }
   bool is_never() const { return at_ == Clock::time_point::max(); }
   // Time left, never negative.
-  Millis remaining() const {
+  Millis remaining() const { return remaining(Clock::now()); }
+  // Time left at `now`, for a caller that has just read the clock (hot paths read it once).
+  Millis remaining(Clock::time_point now) const {
     if (is_never()) return Millis::max();
-    const auto left = std::chrono::duration_cast<Millis>(at_ - Clock::now());
+    const auto left = std::chrono::duration_cast<Millis>(at_ - now);
     return left.count() > 0 ? left : Millis(0);
   }
 

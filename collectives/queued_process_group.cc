@@ -30,9 +30,10 @@ constexpr std::chrono::microseconds kLaneSpin{30};
 constexpr int64_t kSpinBytes = 128 * 1024;
 constexpr std::chrono::microseconds kWaitSpin{30};
 // Waiter mode (see Lane): an op that no waiter has taken within kUnclaimed of being queued is started by
-// the lane's thread, which looks at least every kUnclaimed; the mode ends after kWaiterIdle without ops.
-// Each look wakes the lane's thread, which may preempt the waiter running an op on the same core: with
-// 200 us, every 1 MiB allreduce (~250 us) was interrupted about once.
+// the lane's thread, woken for it by the group's watcher, which looks every kUnclaimed while some lane is
+// in waiter mode; the mode ends after kWaiterIdle without ops. Each look wakes a thread that may preempt
+// the waiter running an op on the same core: with 200 us, every 1 MiB allreduce (~250 us) was interrupted
+// about once.
 constexpr std::chrono::microseconds kUnclaimed{1000};
 constexpr Millis kWaiterIdle{20};
 
@@ -62,20 +63,42 @@ bool detail_mode_from_env() {
 // Waiter mode: once a waiter has run an op itself, the lane expects the caller to wait for the next ones
 // too (post, wait, post, wait: the synchronous pattern) and enqueue() no longer wakes the lane's thread:
 // the caller runs the op in its wait() with no hand-off in either direction. The lane's thread then
-// sleeps in steps of at most kUnclaimed and starts any op left unclaimed that long (a caller that did not
-// wait), which ends the mode; kWaiterIdle without ops ends it too, and the thread sleeps until notified.
+// sleeps until the group's Watcher finds an op left unclaimed for kUnclaimed (a caller that did not
+// wait) and wakes it to start the op, which ends the mode; kWaiterIdle without ops ends it too.
+//
+// One watcher per group, not a timed wait per lane: gloo's two lanes woke twice as often, and each
+// wake-up costs a context switch on a core that a rank's op is using.
+struct QueuedProcessGroup::Watcher {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;  // GUARDED_BY(mu)
+  std::thread thread;
+
+  // A lane entered waiter mode: look every kUnclaimed from now on. Called with the lane's lock held
+  // (lock order: Lane::mu, then Watcher::mu; the watcher never holds both).
+  void wake() {
+    { std::lock_guard<std::mutex> lock(mu); }
+    cv.notify_one();
+  }
+};
+
 struct QueuedProcessGroup::Lane final : Work::Helper {
   struct Task {
     Clock::time_point queued_at;
     Clock::time_point deadline;  // the op's own deadline: a waiter runs it only if it ends within the wait
     std::function<void()> run;
   };
+  explicit Lane(std::shared_ptr<Watcher> w) : watcher(std::move(w)) {}
+
+  // Shared: a Work may call help() after the group is gone (it then finds the queue empty).
+  const std::shared_ptr<Watcher> watcher;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Task> queue;
   bool stop = false;
   bool busy = false;
-  bool waiter_mode = false;
+  // Written under mu; the watcher reads it without mu to decide whether to keep looking.
+  std::atomic<bool> waiter_mode{false};
   Clock::time_point last_queued{};
   std::thread thread;
   std::atomic<size_t> queued{0};           // queue.size(), readable without the lock while spinning
@@ -83,6 +106,18 @@ struct QueuedProcessGroup::Lane final : Work::Helper {
   // The op running now (0: none) and when the monitor should publish it.
   std::atomic<uint64_t> running_seq{0};
   std::atomic<Clock::rep> publish_at{0};
+
+  // The watcher's look at `now`: wakes the lane's thread for an op left unclaimed for kUnclaimed, and ends
+  // waiter mode after kWaiterIdle without ops.
+  void look(Clock::time_point now) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!waiter_mode.load(std::memory_order_relaxed) || busy) return;
+    if (!queue.empty()) {
+      if (now >= queue.front().queued_at + kUnclaimed) cv.notify_one();  // lane_loop starts it
+    } else if (now - last_queued > kWaiterIdle) {
+      waiter_mode.store(false);
+    }
+  }
 
   void help(const Work& work, Clock::time_point limit) override {
     std::unique_lock<std::mutex> lock(mu);
@@ -103,7 +138,10 @@ struct QueuedProcessGroup::Lane final : Work::Helper {
       busy = false;
       ran = true;
     }
-    if (ran) waiter_mode = true;
+    if (ran && !stop && !waiter_mode.load(std::memory_order_relaxed)) {
+      waiter_mode.store(true);
+      watcher->wake();
+    }
     // At shutdown the lane's thread waits for the lane to be free. Notified under the lock: once it is
     // released, the group (and this lane) may be destroyed.
     if (ran && stop) cv.notify_all();
@@ -117,17 +155,19 @@ QueuedProcessGroup::QueuedProcessGroup(int rank, int size, std::string name, Con
       shared_pool_bytes_(static_cast<size_t>(
           env::parse_size(env::get("BRAID_SHM_POOL_BYTES").value_or("4G"), "BRAID_SHM_POOL_BYTES"))),
       shared_min_bytes_(config_.shared_min_bytes.value_or(env::parse_size(
-          env::get("BRAID_SHM_ALLREDUCE_MIN_BYTES").value_or("64K"), "BRAID_SHM_ALLREDUCE_MIN_BYTES"))) {
+          env::get("BRAID_SHM_ALLREDUCE_MIN_BYTES").value_or("64K"), "BRAID_SHM_ALLREDUCE_MIN_BYTES"))),
+      watcher_(std::make_shared<Watcher>()) {
   BRAID_CHECK_ARG(config_.lanes >= 1 && config_.lanes <= 64, "process group '{}': lanes must be in [1, 64], got {}",
                   this->name(), config_.lanes);
   BRAID_CHECK_ARG(shared_min_bytes_ >= 0, "process group '{}': the shared-memory allreduce's minimum size must be "
                   ">= 0, got {}", this->name(), shared_min_bytes_);
   set_timeout(config_.timeout);
-  for (int i = 0; i < config_.lanes; ++i) lanes_.push_back(std::make_shared<Lane>());
+  for (int i = 0; i < config_.lanes; ++i) lanes_.push_back(std::make_shared<Lane>(watcher_));
   for (auto& lane : lanes_) {
     Lane* l = lane.get();
     l->thread = std::thread([this, l] { lane_loop(*l); });
   }
+  watcher_->thread = std::thread([this] { watch_loop(); });
   if (config_.store) monitor_ = std::thread([this] { monitor_loop(); });
 }
 
@@ -151,6 +191,13 @@ void QueuedProcessGroup::shutdown() {
   for (auto& lane : lanes_) {
     if (lane->thread.joinable()) lane->thread.join();
   }
+  // After the lanes: at stop, lanes run everything at once and no lane enters waiter mode any more.
+  {
+    std::lock_guard<std::mutex> lock(watcher_->mu);
+    watcher_->stop = true;
+  }
+  watcher_->cv.notify_all();
+  if (watcher_->thread.joinable()) watcher_->thread.join();
   monitor_cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
   std::lock_guard<std::mutex> lock(mu_);
@@ -223,37 +270,31 @@ std::shared_ptr<Work> QueuedProcessGroup::enqueue(OpInfo info, Body body) {
 
 namespace {
 
-// The lane's thread in waiter mode only looks, every kUnclaimed, for an op nobody claimed. Under the
-// default policy each of those wake-ups preempts the waiter that is running an op on the same core
-// (a sleeper's wake-up wins): measured on 2 ranks on 2 cores, about one preemption per 1 ms, and 1 MiB
-// allreduces 3-11% slower than the raw call. SCHED_BATCH threads never preempt on wake-up; they run at
-// the next scheduling point (at once on an idle core). Outside waiter mode the thread runs the ops
-// itself and takes the default policy back, so its progress is not delayed.
-void set_batch_policy(bool batch) {
+// The watcher only looks for unclaimed ops. Under the default policy each of its wake-ups preempts the
+// waiter that is running an op on the same core (a sleeper's wake-up wins): measured on 2 ranks on 2
+// cores with the look in each lane's thread, about one preemption per 1 ms, and 1 MiB allreduces 3-11%
+// slower than the raw call. SCHED_BATCH threads never preempt on wake-up; they run at the next
+// scheduling point (at once on an idle core).
+void set_batch_policy() {
   sched_param param{};
   param.sched_priority = 0;
-  (void)::sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &param);  // best effort: a hint
+  (void)::sched_setscheduler(0, SCHED_BATCH, &param);  // best effort: a hint
 }
 
 }  // namespace
 
 void QueuedProcessGroup::lane_loop(Lane& lane) {
   std::unique_lock<std::mutex> lock(lane.mu);
-  bool batch = false;
   for (;;) {
-    if (batch != (lane.waiter_mode && !lane.stop)) {
-      batch = !batch;
-      set_batch_policy(batch);
-    }
     if (!lane.busy && !lane.queue.empty()) {
-      // In waiter mode the front op is left to a waiter for kUnclaimed; at shutdown everything runs now.
-      const auto start_at = lane.waiter_mode && !lane.stop ? lane.queue.front().queued_at + kUnclaimed
-                                                           : Clock::time_point::min();
-      if (Clock::now() < start_at) {
-        lane.cv.wait_until(lock, start_at);
+      // In waiter mode the front op is left to a waiter for kUnclaimed (then the watcher wakes this
+      // thread); at shutdown everything runs now.
+      if (lane.waiter_mode.load(std::memory_order_relaxed) && !lane.stop &&
+          Clock::now() < lane.queue.front().queued_at + kUnclaimed) {
+        lane.cv.wait(lock);
         continue;
       }
-      lane.waiter_mode = false;
+      lane.waiter_mode.store(false);
       {
         Lane::Task task = std::move(lane.queue.front());
         lane.queue.pop_front();
@@ -275,15 +316,29 @@ void QueuedProcessGroup::lane_loop(Lane& lane) {
       continue;
     }
     if (lane.stop && !lane.busy && lane.queue.empty()) return;  // stop requested and drained
-    if (lane.busy || lane.waiter_mode) {
-      // A waiter is running an op, or may take the next: look again soon (enqueue does not notify).
-      lane.cv.wait_for(lock, kUnclaimed);
-      if (lane.waiter_mode && !lane.busy && lane.queue.empty() && Clock::now() - lane.last_queued > kWaiterIdle) {
-        lane.waiter_mode = false;
-      }
-    } else {
-      lane.cv.wait(lock);
+    // Nothing to run now. enqueue() wakes this thread outside waiter mode, the watcher within it, a
+    // waiter when it leaves the lane at shutdown.
+    lane.cv.wait(lock);
+  }
+}
+
+void QueuedProcessGroup::watch_loop() {
+  set_batch_policy();
+  std::unique_lock<std::mutex> lock(watcher_->mu);
+  while (!watcher_->stop) {
+    const bool looking = std::any_of(lanes_.begin(), lanes_.end(), [](const std::shared_ptr<Lane>& l) {
+      return l->waiter_mode.load();
+    });
+    if (!looking) {
+      watcher_->cv.wait(lock);  // Watcher::wake() when a lane enters waiter mode
+      continue;
     }
+    watcher_->cv.wait_for(lock, kUnclaimed);
+    if (watcher_->stop) break;
+    lock.unlock();
+    const auto now = Clock::now();
+    for (const auto& lane : lanes_) lane->look(now);
+    lock.lock();
   }
 }
 
@@ -302,10 +357,7 @@ void QueuedProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, Body&&
   }
   Lane& lane = *lanes_[static_cast<size_t>(ctx.lane)];
   const auto started = Clock::now();
-  const Millis left = ctx.deadline.is_never() ? Millis::max()
-                                              : std::max(Millis(0), std::chrono::duration_cast<Millis>(
-                                                                        ctx.deadline.at() - started));
-  const Millis publish_after = std::min(kPublishAfter, left / 4);
+  const Millis publish_after = std::min(kPublishAfter, ctx.deadline.remaining(started) / 4);
   lane.publish_at.store((started + publish_after).time_since_epoch().count());
   lane.running_seq.store(ctx.seq);
   lane.last_was_small.store(info.bytes <= kSpinBytes);

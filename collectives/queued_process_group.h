@@ -176,6 +176,7 @@ class QueuedProcessGroup : public ProcessGroup {
 
  private:
   struct Lane;
+  struct Watcher;
   // What enqueue() needs besides the body: the op's name, its timeout, the device its tensors live on
   // and (BRAID_DEBUG=DETAIL only) a text that every rank must agree on.
   struct OpInfo {
@@ -192,6 +193,7 @@ class QueuedProcessGroup : public ProcessGroup {
   // body's result (or its error, enriched).
   std::shared_ptr<Work> enqueue(OpInfo info, Body body);
   void lane_loop(Lane& lane);
+  void watch_loop();
   void run_op(const OpContext& ctx, const OpInfo& info, Body&& queued_body, Work& work);
   std::exception_ptr enrich_error(const OpContext& ctx, std::exception_ptr error, double elapsed_ms);
   checks::Caller caller(const char* op) const;
@@ -219,6 +221,7 @@ class QueuedProcessGroup : public ProcessGroup {
   std::shared_ptr<SharedMemoryPool> pool_;   // GUARDED_BY(pool_mu_)
   uint64_t pool_first_seq_ = 0;              // GUARDED_BY(pool_mu_)
   std::atomic<uint64_t> shared_allreduces_{0};
+  std::shared_ptr<Watcher> watcher_;          // one thread for every lane's waiter-mode looks
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;
   std::condition_variable monitor_cv_;

@@ -232,6 +232,13 @@ TEST_CASE("deadline", "[base][deadline]") {
   std::this_thread::sleep_for(30ms);
   CHECK(soon.expired());
   CHECK(soon.remaining() == 0ms);
+  // At a given time: exact, and never negative.
+  const auto t0 = Clock::now();
+  const Deadline at(t0 + 250ms);
+  CHECK(at.remaining(t0) == 250ms);
+  CHECK(at.remaining(t0 + 100ms) == 150ms);
+  CHECK(at.remaining(t0 + 1s) == 0ms);
+  CHECK(n.remaining(t0) == Millis::max());
   const auto start = Clock::now();
   std::this_thread::sleep_for(5ms);
   CHECK(elapsed_ms(start) >= 5.0);

@@ -14,6 +14,7 @@
 #include "collectives/queued_process_group.h"
 #include "store/hash_store.h"
 #include "tensor/compare.h"
+#include "tests/support/threads.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/sparse.h"
@@ -247,6 +248,39 @@ TEST_CASE("an op nobody waits for still runs after the caller ran earlier ones",
   // And once the caller waits again, a fresh op is still fine on both paths.
   pg.allreduce(t)->wait();
   CHECK(pg.allreduces.load() == 22);
+}
+
+TEST_CASE("the group's watcher starts unwaited ops on every lane, before and after idling", "[collectives][queued][helper]") {
+  FakeEngine pg(/*lanes=*/2);
+  TensorList t{ones({4})};
+  const auto poll_done = [](const std::vector<std::shared_ptr<Work>>& works) {
+    for (int i = 0; i < 500; ++i) {
+      if (std::all_of(works.begin(), works.end(), [](const auto& w) { return w->is_completed(); })) return true;
+      std::this_thread::sleep_for(Millis(10));
+    }
+    return false;
+  };
+  for (int i = 0; i < 20; ++i) pg.allreduce(t)->wait();  // both lanes in waiter mode
+  CHECK(poll_done({pg.allreduce(t), pg.allreduce(t)}));   // one op on each lane, never waited
+  for (int i = 0; i < 20; ++i) pg.allreduce(t)->wait();
+  std::this_thread::sleep_for(Millis(100));  // past the idle limit: the lanes leave waiter mode
+  CHECK(poll_done({pg.allreduce(t), pg.allreduce(t)}));
+  CHECK(pg.allreduces.load() == 44);
+}
+
+TEST_CASE("a group's lane threads keep the default policy, its watcher runs SCHED_BATCH", "[collectives][queued]") {
+  const auto before = braid::testing::thread_ids();
+  FakeEngine pg(/*lanes=*/3);
+  auto policies = braid::testing::new_thread_policies(before);
+  std::sort(policies.begin(), policies.end());
+  // Three lanes that run ops, and one watcher whose looks must not preempt a waiter running an op. The
+  // watcher sets its own policy when it starts: wait for that.
+  for (int i = 0; i < 500 && std::count(policies.begin(), policies.end(), SCHED_BATCH) == 0; ++i) {
+    std::this_thread::sleep_for(Millis(2));
+    policies = braid::testing::new_thread_policies(before);
+    std::sort(policies.begin(), policies.end());
+  }
+  CHECK(policies == std::vector<int>{SCHED_OTHER, SCHED_OTHER, SCHED_OTHER, SCHED_BATCH});
 }
 
 TEST_CASE("wait(timeout) does not run an op that could outlast it", "[collectives][queued][helper]") {

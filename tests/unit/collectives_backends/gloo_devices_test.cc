@@ -7,8 +7,6 @@
 #include "base/config.h"
 
 #if BRAID_HAVE_GLOO
-#include <dirent.h>
-#include <sched.h>
 #include <stdlib.h>
 
 #include <set>
@@ -16,30 +14,10 @@
 #include <vector>
 
 #include "collectives/gloo/gloo_devices.h"
+#include "tests/support/threads.h"
 
-namespace {
-
-std::set<int> thread_ids() {
-  std::set<int> ids;
-  DIR* dir = ::opendir("/proc/self/task");
-  REQUIRE(dir != nullptr);
-  while (const dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] != '.') ids.insert(std::stoi(e->d_name));
-  }
-  ::closedir(dir);
-  return ids;
-}
-
-// The scheduling policies of the threads that exist now but not in `before`.
-std::vector<int> new_thread_policies(const std::set<int>& before) {
-  std::vector<int> policies;
-  for (int tid : thread_ids()) {
-    if (!before.count(tid)) policies.push_back(::sched_getscheduler(tid));
-  }
-  return policies;
-}
-
-}  // namespace
+using braid::testing::new_thread_policies;
+using braid::testing::thread_ids;
 
 TEST_CASE("gloo devices: the event-loop thread runs SCHED_BATCH, the caller keeps its policy", "[gloo]") {
   const int caller_policy = ::sched_getscheduler(0);
