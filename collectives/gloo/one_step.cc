@@ -3,6 +3,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/gloo/gloo_timeout.h"
@@ -12,9 +13,10 @@ namespace braid::collectives::gloo {
 
 namespace {
 
-// Slot prefix: gloo's own collectives use 0x01 .. 0x08, reduce_scatter.cc 0x21 and 0x22; each op has its
-// own tag besides.
+// Slot prefixes: gloo's own collectives use 0x01 .. 0x08, reduce_scatter.cc 0x21 and 0x22; each op has
+// its own tag besides.
 constexpr uint8_t kOneStepAllgatherSlotPrefix = 0x23;
+constexpr uint8_t kOneStepAlltoallSlotPrefix = 0x24;
 
 }  // namespace
 
@@ -36,6 +38,44 @@ void one_step_allgather(const std::shared_ptr<::gloo::Context>& context, const v
   uint8_t* own = out + static_cast<size_t>(r) * block_bytes;
   if (own != input) std::memcpy(own, input, block_bytes);  // while the messages move
   for (int i = 1; i < p; ++i) received->waitRecv(gloo_timeout(deadline));
+  from_input.wait_all(deadline);
+}
+
+void one_step_alltoall(const std::shared_ptr<::gloo::Context>& context, const void* input, size_t input_bytes,
+                       void* output, size_t output_bytes, const AlltoallBlocks& blocks, uint32_t tag,
+                       const Deadline& deadline) {
+  const int p = context->size;
+  const int r = context->rank;
+  const auto slot = ::gloo::Slot::build(kOneStepAlltoallSlotPrefix, tag);
+  const auto at = [](const std::vector<size_t>& v, int q) { return v[static_cast<size_t>(q)]; };
+  // gloo refuses an unbound buffer of size 0; a rank with nothing to send or receive uses a 1-byte stand-in
+  // that no message touches.
+  uint8_t unused = 0;
+  auto* out = static_cast<uint8_t*>(output);
+  auto received = context->createUnboundBuffer(output_bytes > 0 ? output : &unused, std::max<size_t>(output_bytes, 1));
+  SendSide from_input{context->createUnboundBuffer(input_bytes > 0 ? const_cast<void*>(input) : &unused,
+                                                   std::max<size_t>(input_bytes, 1))};
+  // This rank's own block first, as gloo does. Copied while the messages move, or after them, 4-16 MiB on
+  // 2 ranks took 1.10-1.25x raw gloo::alltoall's time against 1.01-1.13x (the copy competes with the
+  // receiving thread for the core and the memory bus).
+  if (at(blocks.send_bytes, r) > 0) {
+    std::memcpy(out + at(blocks.recv_offsets, r), static_cast<const uint8_t*>(input) + at(blocks.send_offsets, r),
+                at(blocks.send_bytes, r));
+  }
+  // Receives first, unlike gloo: a send whose receive the peer has already announced goes out at once
+  // from this thread instead of later from gloo's event loop.
+  size_t receives = 0;
+  for (int i = 1; i < p; ++i) {
+    const int from = (r - i + p) % p;
+    if (at(blocks.recv_bytes, from) == 0) continue;
+    received->recv(from, slot, at(blocks.recv_offsets, from), at(blocks.recv_bytes, from));
+    ++receives;
+  }
+  for (int i = 1; i < p; ++i) {
+    const int to = (r + i) % p;
+    if (at(blocks.send_bytes, to) > 0) from_input.send(to, slot, at(blocks.send_offsets, to), at(blocks.send_bytes, to));
+  }
+  for (; receives > 0; --receives) received->waitRecv(gloo_timeout(deadline));
   from_input.wait_all(deadline);
 }
 

@@ -1,4 +1,4 @@
-// Allgather in one step, on unbound buffers, for small and medium messages.
+// Allgather (small and medium messages) and alltoall in one step, on unbound buffers.
 //
 // gloo's allgather is a ring of 2(p-1) dependent half-block steps. Each step waits for the peer's previous
 // one, and every transfer on unbound buffers is a round trip (the receiver announces its buffer, then the
@@ -7,6 +7,9 @@
 // other rank and sends its block to each, all at once: the same p-1 blocks per rank leave and arrive as
 // in the ring, in one step. The ring still wins for large blocks, where its pipelining overlaps the
 // copies; process_group_gloo.cc chooses by size (the measurements are there).
+//
+// Alltoall is one step in gloo too, but gloo posts each send before the matching receive; here every
+// receive is posted first, as in the allgather.
 //
 // A one-step broadcast (the root sending to every rank at once) was measured against gloo's binomial tree
 // on 3 and 4 ranks from 4 KiB to 16 MiB and was no faster anywhere, so broadcast stays gloo's.
@@ -17,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/deadline.h"
 
@@ -26,5 +30,15 @@ namespace braid::collectives::gloo {
 // block). Throws gloo's exceptions; the caller maps them.
 void one_step_allgather(const std::shared_ptr<::gloo::Context>& context, const void* input, void* output,
                         size_t block_bytes, uint32_t tag, const Deadline& deadline);
+
+// Block q of input (send_bytes[q] bytes at send_offsets[q]) goes to rank q, whose block for this rank
+// lands at recv_offsets[q] (recv_bytes[q] bytes). Empty blocks are skipped: a peer expects from this rank
+// exactly what this rank sends it. Throws gloo's exceptions; the caller maps them.
+struct AlltoallBlocks {
+  std::vector<size_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
+};
+void one_step_alltoall(const std::shared_ptr<::gloo::Context>& context, const void* input, size_t input_bytes,
+                       void* output, size_t output_bytes, const AlltoallBlocks& blocks, uint32_t tag,
+                       const Deadline& deadline);
 
 }  // namespace braid::collectives::gloo

@@ -2,7 +2,6 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
-#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/gather.h>
@@ -270,32 +269,28 @@ void ProcessGroupGloo::run_reduce_scatter(const Tensor& input, Tensor& output, E
 void ProcessGroupGloo::run_alltoall(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
                                     const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
                                     const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
-  // gloo's alltoallv takes per-rank counts over consecutive blocks; the base always packs them so.
   const auto n = static_cast<size_t>(size());
   BRAID_ASSERT(send_counts.size() == n && send_offsets.size() == n && recv_counts.size() == n &&
                    recv_offsets.size() == n,
                "alltoall needs one count and offset per rank ({})", ctx.what);
-  int64_t sent = 0;
-  int64_t received = 0;
-  for (int r = 0; r < size(); ++r) {
-    const auto i = static_cast<size_t>(r);
-    BRAID_ASSERT(send_offsets[i] == sent && recv_offsets[i] == received,
-                 "alltoall blocks must be consecutive ({})", ctx.what);
-    sent += send_counts[i];
-    received += recv_counts[i];
+  const auto element = static_cast<size_t>(output.element_size());
+  gloo::AlltoallBlocks blocks;
+  for (size_t q = 0; q < n; ++q) {
+    blocks.send_bytes.push_back(static_cast<size_t>(send_counts[q]) * element);
+    blocks.send_offsets.push_back(static_cast<size_t>(send_offsets[q]) * element);
+    blocks.recv_bytes.push_back(static_cast<size_t>(recv_counts[q]) * element);
+    blocks.recv_offsets.push_back(static_cast<size_t>(recv_offsets[q]) * element);
   }
-  // Each peer expects from this rank exactly what this rank expects to send it, so a rank with nothing
-  // to send or receive has nothing to do, whatever the others do.
-  if (sent == 0 && received == 0) return;
+  const auto me = static_cast<size_t>(rank());
+  if (send_counts[me] != recv_counts[me]) {
+    BRAID_THROW(CommError, "{}: this rank sends itself {} elements but expects {} (gloo needs the two equal)",
+                ctx.what, send_counts[me], recv_counts[me]);
+  }
+  // gloo's own alltoall(v) posts each send before the matching receive; one_step_alltoall posts every
+  // receive first. braid / raw gloo::alltoall: collectives/gloo/README.md.
   run_gloo(ctx, [&] {
-    ::gloo::AlltoallvOptions opts(lane(ctx).context);
-    with_element_type(output.element_size(), [&]<class T>() {
-      opts.setInput<T>(static_cast<T*>(input.data_ptr()), send_counts);
-      opts.setOutput<T>(static_cast<T*>(output.data_ptr()), recv_counts);
-    });
-    opts.setTag(static_cast<uint32_t>(ctx.seq));
-    opts.setTimeout(gloo_timeout(ctx.deadline));
-    ::gloo::alltoallv(opts);
+    gloo::one_step_alltoall(lane(ctx).context, input.data_ptr(), input.nbytes(), output.data_ptr(), output.nbytes(),
+                            blocks, static_cast<uint32_t>(ctx.seq), ctx.deadline);
   });
 }
 

@@ -361,8 +361,8 @@ void ProcessGroupNCCL::run_alltoall(const Tensor& input, Tensor& output, const s
   const int me = rank();
   const auto self = static_cast<size_t>(me);
   BRAID_CHECK_ARG(send_counts[self] == recv_counts[self],
-                  "{}: this rank sends {} elements to itself but expects to receive {}", ctx.what, send_counts[self],
-                  recv_counts[self]);
+                  "{}: this rank sends itself {} elements but expects {} (NCCL needs the two equal)", ctx.what,
+                  send_counts[self], recv_counts[self]);
   int64_t total_send = 0, total_recv = 0;
   for (size_t r = 0; r < ranks; ++r) {
     total_send += send_counts[r];

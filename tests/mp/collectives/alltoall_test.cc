@@ -4,6 +4,7 @@
 
 using namespace braid;
 using namespace braid::mp;
+using Catch::Contains;
 
 TEST_CASE_METHOD(MpFixture, "alltoall_single: equal splits, input[k] = r*ws + k gives output[k] = k*ws + r", "[alltoall]") {
   auto pg = shared_group();
@@ -73,4 +74,19 @@ TEST_CASE_METHOD(MpFixture, "alltoall: outputs[s] receives rank s's inputs[r], t
   }
   finish(pg->alltoall(outs, ins));
   for (int s = 0; s < ws; ++s) CHECK_THAT(outs[static_cast<size_t>(s)], Equals(full({s + r + 1}, double(s * 10 + r), DType::Float64)));
+}
+
+TEST_CASE_METHOD(MpFixture, "alltoall_single: a block for itself larger than expected fails before sending",
+                 "[alltoall]") {
+  auto pg = make_group();  // the failure breaks the group
+  const int ws = size();
+  // Every rank sends one element to each rank and two to itself, but expects one from itself: MPI's
+  // truncation rule; gloo and NCCL need the two equal.
+  std::vector<int64_t> in_splits(static_cast<size_t>(ws), 1), out_splits(static_cast<size_t>(ws), 1);
+  in_splits[static_cast<size_t>(rank())] = 2;
+  Tensor in = zeros({ws + 1}, DType::Int64);
+  Tensor out = zeros({ws}, DType::Int64);
+  auto work = pg->alltoall_single(out, in, out_splits, in_splits);
+  CHECK_THROWS_WITH(work->wait(), Contains("alltoall_single") && Contains("sends itself 2 elements but expects 1"));
+  if (backend() == "mpi") CHECK_THROWS_WITH(work->wait(), Contains("message truncated"));
 }
