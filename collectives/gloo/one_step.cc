@@ -73,7 +73,8 @@ void one_step_alltoall(const std::shared_ptr<::gloo::Context>& context, const vo
   }
   for (int i = 1; i < p; ++i) {
     const int to = (r + i) % p;
-    if (at(blocks.send_bytes, to) > 0) from_input.send(to, slot, at(blocks.send_offsets, to), at(blocks.send_bytes, to));
+    if (at(blocks.send_bytes, to) == 0) continue;
+    from_input.send(to, slot, at(blocks.send_offsets, to), at(blocks.send_bytes, to));
   }
   for (; receives > 0; --receives) received->waitRecv(gloo_timeout(deadline));
   from_input.wait_all(deadline);

@@ -250,7 +250,8 @@ TEST_CASE("an op nobody waits for still runs after the caller ran earlier ones",
   CHECK(pg.allreduces.load() == 22);
 }
 
-TEST_CASE("the group's watcher starts unwaited ops on every lane, before and after idling", "[collectives][queued][helper]") {
+TEST_CASE("the group's watcher starts unwaited ops on every lane, before and after idling",
+          "[collectives][queued][helper]") {
   FakeEngine pg(/*lanes=*/2);
   TensorList t{ones({4})};
   const auto poll_done = [](const std::vector<std::shared_ptr<Work>>& works) {
