@@ -31,11 +31,16 @@ namespace braid::collectives::gloo {
 void one_step_allgather(const std::shared_ptr<::gloo::Context>& context, const void* input, void* output,
                         size_t block_bytes, uint32_t tag, const Deadline& deadline);
 
-// Block q of input (send_bytes[q] bytes at send_offsets[q]) goes to rank q, whose block for this rank
-// lands at recv_offsets[q] (recv_bytes[q] bytes). Empty blocks are skipped: a peer expects from this rank
-// exactly what this rank sends it. Throws gloo's exceptions; the caller maps them.
+// Block q of input (send_counts[q] elements at element offset send_offsets[q]) goes to rank q, whose block
+// for this rank lands at recv_offsets[q] (recv_counts[q] elements): the base's vectors, not copies. Empty
+// blocks are skipped: a peer expects from this rank exactly what this rank sends it. Throws gloo's
+// exceptions; the caller maps them.
 struct AlltoallBlocks {
-  std::vector<size_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
+  const std::vector<int64_t>& send_counts;
+  const std::vector<int64_t>& send_offsets;
+  const std::vector<int64_t>& recv_counts;
+  const std::vector<int64_t>& recv_offsets;
+  size_t element_size;
 };
 void one_step_alltoall(const std::shared_ptr<::gloo::Context>& context, const void* input, size_t input_bytes,
                        void* output, size_t output_bytes, const AlltoallBlocks& blocks, uint32_t tag,

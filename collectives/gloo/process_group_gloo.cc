@@ -273,14 +273,8 @@ void ProcessGroupGloo::run_alltoall(const Tensor& input, Tensor& output, const s
   BRAID_ASSERT(send_counts.size() == n && send_offsets.size() == n && recv_counts.size() == n &&
                    recv_offsets.size() == n,
                "alltoall needs one count and offset per rank ({})", ctx.what);
-  const auto element = static_cast<size_t>(output.element_size());
-  gloo::AlltoallBlocks blocks;
-  for (size_t q = 0; q < n; ++q) {
-    blocks.send_bytes.push_back(static_cast<size_t>(send_counts[q]) * element);
-    blocks.send_offsets.push_back(static_cast<size_t>(send_offsets[q]) * element);
-    blocks.recv_bytes.push_back(static_cast<size_t>(recv_counts[q]) * element);
-    blocks.recv_offsets.push_back(static_cast<size_t>(recv_offsets[q]) * element);
-  }
+  const gloo::AlltoallBlocks blocks{send_counts, send_offsets, recv_counts, recv_offsets,
+                                    static_cast<size_t>(output.element_size())};
   const auto me = static_cast<size_t>(rank());
   if (send_counts[me] != recv_counts[me]) {
     BRAID_THROW(CommError, "{}: this rank sends itself {} elements but expects {} (gloo needs the two equal)",

@@ -26,8 +26,9 @@ namespace {
 constexpr int kLanes = 1;
 
 // Up to this many ranks allgather, reduce_scatter, alltoall and small allreduces are one direct exchange
-// of blocks between every pair of ranks (run_exchange). Measured at 2 and 4 ranks only; with many ranks, 2(p-1) messages in
-// flight per rank at once are left to libnbc's algorithms (a judgement, not a measured crossover).
+// of blocks between every pair of ranks (run_exchange). Measured at 2 and 4 ranks only; with many ranks,
+// 2(p-1) messages in flight per rank at once are left to libnbc's algorithms (a judgement, not a measured
+// crossover).
 constexpr int kDirectExchangeMaxRanks = 8;
 // The exchanges' point-to-point tag on the lane's communicator. Open MPI's collectives use negative tags,
 // so no collective message can match it; ops on a lane run in order, and MPI keeps messages between two
@@ -242,6 +243,10 @@ void ProcessGroupMPI::run_broadcast(Tensor& buffer, int root, const OpContext& c
 }
 
 void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
+  if (size() >= 3 && size() <= kDirectExchangeMaxRanks && buffer.nbytes() <= kDirectAllreduceMaxBytes) {
+    run_direct_allreduce(buffer, op, ctx);
+    return;
+  }
   const int64_t numel = buffer.numel();
   const auto elem = static_cast<int64_t>(buffer.element_size());
   // Elements per MPI_Iallreduce: the whole buffer, or chunks of at most allreduce_chunk_bytes_ (at least
@@ -250,10 +255,6 @@ void ProcessGroupMPI::run_allreduce(Tensor& buffer, EngineOp op, const OpContext
   const int64_t chunk = allreduce_chunk_bytes_ > 0 ? std::max<int64_t>(1, allreduce_chunk_bytes_ / elem) : numel;
   const MPI_Datatype type = mpi_reduce_type(buffer.dtype());
   const MPI_Op mpi_op = reduce_op(op, buffer.dtype());
-  if (size() >= 3 && size() <= kDirectExchangeMaxRanks && buffer.nbytes() <= kDirectAllreduceMaxBytes) {
-    run_direct_allreduce(buffer, op, ctx);
-    return;
-  }
   if (numel <= chunk) {
     const int n = mpi_count(numel, ctx.what);
     run_nonblocking("MPI_Iallreduce", ctx, buffer.nbytes(), buffer, [&](MPI_Request* r) {
