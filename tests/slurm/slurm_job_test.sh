@@ -122,7 +122,10 @@ else
 fi
 
 # The timeout signal: one rank (a braid launch of one shell) waits for SIGUSR1 and exits 0 when it comes.
-waiter='trap "echo rank got USR1; exit 0" USR1; echo rank ready; while :; do sleep 0.2; done'
+# It can come twice, close together: slurmstepd signals every process of the step (the rank too), and
+# braid launch forwards its own copy. The trap ignores further ones first, or a second USR1 arriving
+# while the shell exits kills it (seen once in CI: the job ended 'FAILED 138:0').
+waiter='trap "trap \"\" USR1; echo rank got USR1; exit 0" USR1; echo rank ready; while :; do sleep 0.2; done'
 for s in "${scripts[@]}"; do
   id=$(submit "$s-usr1" -n 1 "$root/deploy/slurm/$s.sbatch" launch -n 1 -- sh -c "$waiter")
   out=$SLURM_TEST_DIR/$s-usr1-$id.out
