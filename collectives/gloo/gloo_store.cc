@@ -1,5 +1,7 @@
 #include "collectives/gloo/gloo_store.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace braid::collectives::gloo {
@@ -21,8 +23,9 @@ std::vector<char> GlooStore::get(const std::string& k) {
 void GlooStore::wait(const std::vector<std::string>& ks) { store_->wait(keys(ks), timeout_); }
 
 void GlooStore::wait(const std::vector<std::string>& ks, const std::chrono::milliseconds& timeout) {
-  // gloo passes kNoTimeout (zero) for "no timeout of its own": keep the adapter's.
-  store_->wait(keys(ks), timeout.count() > 0 ? timeout : timeout_);
+  // gloo passes its context's pair timeout, or kNoTimeout (zero) for none: the adapter's own timeout (the
+  // rendezvous deadline) bounds the wait either way, since a pair timeout may be far longer.
+  store_->wait(keys(ks), timeout.count() > 0 ? std::min(timeout, timeout_) : timeout_);
 }
 
 std::vector<std::string> GlooStore::keys(const std::vector<std::string>& ks) const {

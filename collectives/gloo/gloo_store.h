@@ -3,7 +3,7 @@
 //
 // Every key is written under `prefix` ("lane0/", "p2p/", ...): gloo's tcp transport names its keys
 // after the rank alone ("0", "1", ...), so each context of a group needs its own namespace.
-// Blocking calls (get, wait) use the adapter's timeout unless gloo passes one; a timeout surfaces as
+// Blocking calls (get, wait) use the adapter's timeout, or gloo's where that is shorter; a timeout surfaces as
 // braid::TimeoutError naming the missing keys (from the braid store), which gloo lets propagate.
 //
 // Thread-safety: as the underlying braid store (every method may be called concurrently).

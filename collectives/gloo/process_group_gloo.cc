@@ -10,10 +10,12 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/device.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "base/check.h"
+#include "collectives/gloo/deadline_watchdog.h"
 #include "collectives/gloo/gloo_devices.h"
 #include "collectives/gloo/gloo_errors.h"
 #include "collectives/gloo/gloo_p2p.h"
@@ -22,14 +24,18 @@
 #include "collectives/gloo/gloo_timeout.h"
 #include "collectives/gloo/one_step.h"
 #include "collectives/gloo/reduce_scatter.h"
+#include "collectives/gloo/registered_exchange.h"
 
 namespace braid::collectives {
 
 using gloo::gloo_timeout;
 
 struct ProcessGroupGloo::LaneContext {
+  LaneContext(std::shared_ptr<::gloo::Context> c, gloo::RegisteredExchange::Connect connect)
+      : context(std::move(c)), exchange(std::move(connect)) {}
   std::shared_ptr<::gloo::Context> context;
   gloo::Scratch scratch;  // reduce_scatter's receive buffers, reused by every op of the lane
+  gloo::RegisteredExchange exchange;  // small reduce_scatters; its own context, connected on first use
 };
 
 namespace {
@@ -78,6 +84,14 @@ constexpr size_t kBcubeUpTo = 1 << 20;
 // The same line as reduce_scatter's direct exchange (reduce_scatter.cc).
 constexpr size_t kOneStepAllgatherMaxBlock = 512 * 1024;
 
+// The pair timeout of the registered exchanges' contexts: their waits end at each op's deadline through
+// the watchdog, so this is only a backstop. gloo waits for a connection five times its pair timeout, in a
+// condition_variable::wait_for that must not overflow nanoseconds: its own "large" value, 100 hours.
+constexpr Millis kExchangePairTimeout = std::chrono::hours(100);
+// How long a group's destruction waits for its peers to finish their last registered exchange
+// (RegisteredExchange::part); when every rank destroys the group together it takes microseconds.
+constexpr Millis kPartingGrace{2000};
+
 template <class F>
 void run_gloo(const OpContext& ctx, F&& body) {
   const auto started = Clock::now();
@@ -98,33 +112,50 @@ ProcessGroupGloo::ProcessGroupGloo(const BackendOptions& options)
 ProcessGroupGloo::~ProcessGroupGloo() {
   shutdown();
   if (p2p_) p2p_->shutdown();
+  // Every lane's ops are done; the registered exchanges wait briefly for their peers to be done too.
+  const Deadline parting = Deadline::after(std::min(timeout(), kPartingGrace));
+  for (auto& lane : lane_contexts_) lane->exchange.part(parting);
+}
+
+std::shared_ptr<::gloo::Context> ProcessGroupGloo::connect_context(const std::string& prefix, size_t device_index,
+                                                                   Millis pair_timeout, const Deadline& deadline) {
+  const std::string what = fmt::format("gloo: connecting group '{}' (rank {}/{})", name(), rank(), size());
+  auto context = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
+  context->setTimeout(pair_timeout);
+  gloo::GlooStore store(store_, prefix, gloo_timeout(deadline));
+  auto device = devices_[device_index % devices_.size()];
+  const std::string where = fmt::format("{}: context '{}' on {}", what, prefix, device->str());
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const TimeoutError& e) {
+    // From the store: a rank that never created its group (the message names the missing keys).
+    BRAID_THROW(TimeoutError, "{}: {}", where, e.what());
+  } catch (...) {
+    gloo::rethrow_as_braid_error(where, deadline);
+  }
+  return context;
 }
 
 void ProcessGroupGloo::connect(const BackendOptions& options) {
-  const auto devices = gloo::tcp_devices(options.devices);
+  store_ = options.store;
+  devices_ = gloo::tcp_devices(options.devices);
   const std::string what = fmt::format("gloo: connecting group '{}' (rank {}/{})", name(), rank(), size());
   const Deadline deadline = Deadline::after(options.timeout);
-  auto connect_one = [&](const std::string& prefix, size_t index) -> std::shared_ptr<::gloo::Context> {
-    auto context = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
-    context->setTimeout(options.timeout);
-    gloo::GlooStore store(options.store, prefix, gloo_timeout(deadline));
-    auto device = devices[index % devices.size()];
-    const std::string where = fmt::format("{}: context '{}' on {}", what, prefix, device->str());
-    try {
-      context->connectFullMesh(store, device);
-    } catch (const TimeoutError& e) {
-      // From the store: a rank that never created its group (the message names the missing keys).
-      BRAID_THROW(TimeoutError, "{}: {}", where, e.what());
-    } catch (...) {
-      gloo::rethrow_as_braid_error(where, deadline);
-    }
-    return context;
+  auto connect_one = [&](const std::string& prefix, size_t index) {
+    return connect_context(prefix, index, options.timeout, deadline);
   };
+  std::vector<std::function<void()>> aborts;
   for (int i = 0; i < lanes(); ++i) {
-    auto lane = std::make_unique<LaneContext>();
-    lane->context = connect_one(fmt::format("gloo/lane{}/", i), static_cast<size_t>(i));
+    auto connect_exchange = [this, i](const Deadline& op_deadline) {
+      return connect_context(fmt::format("gloo/lane{}/registered/", i), static_cast<size_t>(i),
+                             kExchangePairTimeout, op_deadline);
+    };
+    auto lane = std::make_unique<LaneContext>(connect_one(fmt::format("gloo/lane{}/", i), static_cast<size_t>(i)),
+                                              std::move(connect_exchange));
+    aborts.push_back([exchange = &lane->exchange] { exchange->abort(); });
     lane_contexts_.push_back(std::move(lane));
   }
+  watchdog_ = std::make_unique<gloo::DeadlineWatchdog>(std::move(aborts));
   p2p_context_ = connect_one("gloo/p2p/", static_cast<size_t>(lanes()));
   p2p_ = std::make_unique<gloo::GlooP2P>(p2p_context_);
 
@@ -262,7 +293,16 @@ void ProcessGroupGloo::run_reduce_scatter(const Tensor& input, Tensor& output, E
     args.tag = static_cast<uint32_t>(ctx.seq);
     args.deadline = ctx.deadline;
     auto& l = lane(ctx);
-    gloo::reduce_scatter(l.context, args, l.scratch);
+    // Small blocks go in one message each (registered_exchange.h; numbers in README.md); the watchdog
+    // ends the exchange's waits at the op's deadline. The choice rests on sizes alone, alike on every rank.
+    const bool registered = size() > 1 && args.block_bytes <= gloo::RegisteredExchange::kMaxBlock &&
+                            gloo::RegisteredExchange::available();
+    if (registered) {
+      gloo::DeadlineWatchdog::Armed armed(*watchdog_, static_cast<size_t>(ctx.lane), ctx.deadline);
+      gloo::registered_reduce_scatter(l.exchange, rank(), size(), args);
+    } else {
+      gloo::reduce_scatter(l.context, args, l.scratch);
+    }
   });
 }
 

@@ -26,11 +26,15 @@
 
 namespace gloo {
 class Context;
+namespace transport {
+class Device;
+}
 }
 
 namespace braid::collectives {
 
 namespace gloo {
+class DeadlineWatchdog;
 class GlooP2P;
 class Scratch;
 }  // namespace gloo
@@ -63,11 +67,19 @@ class ProcessGroupGloo final : public QueuedProcessGroup {
   struct LaneContext;
 
   void connect(const BackendOptions& options);
+  // Rendezvous of one context through the group's store under `prefix`; its pairs wait at most
+  // pair_timeout (gloo's registered buffers; unbound ones get each op's own).
+  std::shared_ptr<::gloo::Context> connect_context(const std::string& prefix, size_t device_index, Millis pair_timeout,
+                                                   const Deadline& deadline);
   LaneContext& lane(const OpContext& ctx);
 
   std::vector<std::unique_ptr<LaneContext>> lane_contexts_;
   std::shared_ptr<::gloo::Context> p2p_context_;
   std::unique_ptr<gloo::GlooP2P> p2p_;
+  std::shared_ptr<store::Store> store_;
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices_;
+  // Last: destroyed (joined) first, before the lanes whose exchanges it aborts.
+  std::unique_ptr<gloo::DeadlineWatchdog> watchdog_;
 };
 
 std::shared_ptr<ProcessGroup> create_gloo_process_group(const BackendOptions& options);

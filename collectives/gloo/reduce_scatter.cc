@@ -46,6 +46,16 @@ Segments segments_for(size_t block_bytes, size_t element_size) {
   return {bytes, (block_bytes + bytes - 1) / bytes};
 }
 
+// output = the p copies of this rank's block reduced in rank order, so that the result does not depend on
+// which copy arrived first; copy_of(q) is rank q's copy.
+template <class CopyOf>
+void reduce_in_rank_order(const ReduceScatterArgs& a, int p, CopyOf&& copy_of) {
+  auto* output = static_cast<uint8_t*>(a.output);
+  const size_t n = a.block_bytes / a.element_size;
+  a.reduce(output, copy_of(0), copy_of(1), n);
+  for (int q = 2; q < p; ++q) a.reduce(output, output, copy_of(q), n);
+}
+
 // The direct exchange (reduce_scatter.h); p >= 2, block > 0.
 void direct_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const ReduceScatterArgs& a,
                            Scratch& scratch) {
@@ -53,7 +63,6 @@ void direct_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, cons
   const int r = context->rank;
   const size_t block = a.block_bytes;
   const auto* input = static_cast<const uint8_t*>(a.input);
-  auto* output = static_cast<uint8_t*>(a.output);
   const auto slot = ::gloo::Slot::build(kDirectReduceScatterSlotPrefix, a.tag);
   // copies[q]: rank q's copy of this rank's block; this rank's own slot stays unused.
   uint8_t* copies = scratch.get(block * static_cast<size_t>(p));
@@ -68,13 +77,9 @@ void direct_reduce_scatter(const std::shared_ptr<::gloo::Context>& context, cons
     from_input.send(to, slot, static_cast<size_t>(to) * block, block);
   }
   for (int i = 1; i < p; ++i) received->waitRecv(gloo_timeout(a.deadline));
-  const auto copy_of = [&](int q) {
+  reduce_in_rank_order(a, p, [&](int q) {
     return q == r ? input + static_cast<size_t>(q) * block : copies + static_cast<size_t>(q) * block;
-  };
-  // In rank order, so that the result does not depend on which copy arrived first.
-  const size_t n = block / a.element_size;
-  a.reduce(output, copy_of(0), copy_of(1), n);
-  for (int q = 2; q < p; ++q) a.reduce(output, output, copy_of(q), n);
+  });
   from_input.wait_all(a.deadline);
 }
 
@@ -155,6 +160,16 @@ void reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const Reduc
   } else {
     ring_reduce_scatter(context, args, scratch);
   }
+}
+
+void registered_reduce_scatter(RegisteredExchange& exchange, int rank, int size, const ReduceScatterArgs& args) {
+  BRAID_ASSERT(size >= 2 && args.block_bytes % args.element_size == 0, "block of {} bytes, element size {}, {} ranks",
+               args.block_bytes, args.element_size, size);
+  const auto* input = static_cast<const uint8_t*>(args.input);
+  exchange.exchange(input, args.block_bytes, args.tag, args.deadline);
+  reduce_in_rank_order(args, size, [&](int q) {
+    return q == rank ? input + static_cast<size_t>(q) * args.block_bytes : exchange.copy_from(q);
+  });
 }
 
 }  // namespace braid::collectives::gloo

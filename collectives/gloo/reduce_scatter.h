@@ -1,4 +1,4 @@
-// Reduce-scatter over a gloo context on unbound buffers. gloo (2022) has no new-style reduce_scatter; the
+// Reduce-scatter over a gloo context. gloo (2022) has no new-style reduce_scatter; the
 // alternative, an allreduce of the whole input followed by taking this rank's block, puts 2(p-1)/p of
 // the input per rank on the wire plus a full-size copy. Both algorithms here send (p-1)/p of it.
 //
@@ -13,6 +13,9 @@
 // of its own block, all at once, then reduces the p copies in rank order. One step instead of p-1, which
 // is what small blocks and oversubscribed ranks (each hop of the ring waits for a context switch) need;
 // the ring overlaps reducing with the transfer, which large blocks need.
+//
+// Registered: the direct exchange on gloo's registered buffers, for blocks up to 64 KiB; each block goes
+// in one message instead of an announcement and the data (registered_exchange.h).
 #pragma once
 
 #include <gloo/context.h>
@@ -23,6 +26,7 @@
 
 #include "base/deadline.h"
 #include "collectives/gloo/gloo_reduce.h"
+#include "collectives/gloo/registered_exchange.h"
 
 namespace braid::collectives::gloo {
 
@@ -51,5 +55,9 @@ struct ReduceScatterArgs {
 // gloo's exceptions (IoException on timeout or a broken connection); the caller maps them.
 void reduce_scatter(const std::shared_ptr<::gloo::Context>& context, const ReduceScatterArgs& args,
                     Scratch& scratch);
+
+// The direct exchange on registered buffers (registered_exchange.h), for blocks of at most
+// RegisteredExchange::kMaxBlock on 2 or more ranks: one message per block instead of a round trip.
+void registered_reduce_scatter(RegisteredExchange& exchange, int rank, int size, const ReduceScatterArgs& args);
 
 }  // namespace braid::collectives::gloo

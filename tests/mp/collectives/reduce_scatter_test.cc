@@ -82,3 +82,38 @@ TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input given up as scratch
                                  Scalar(double(ws * (ws - 1) / 2)));
   CHECK_THAT(out, Equals(want, 1e-6, 1e-6));
 }
+
+// Blocks around the sizes where engines change algorithm (gloo: registered buffers up to 64 KiB, made
+// anew when a larger block comes, in two areas used alternately; then the direct exchange and the ring),
+// each size three times, then small again; a large alltoall in between must not be slowed or garbled by
+// what the small ones left behind.
+TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: block sizes across the engines' paths, repeated and shrinking",
+                 "[reduce_scatter]") {
+  auto pg = shared_group();
+  const int ws = size();
+  const std::vector<int64_t> block_elements = {1, 512, 513, 2048, 8192, 8193, 65536, 1, 384};  // int64
+  for (int64_t chunk : block_elements) {
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      INFO("block of " << chunk << " int64 elements, repeat " << repeat);
+      // Element e of chunk c on rank r is r * 1000 + repeat + c * chunk + e.
+      Tensor in = dev(braid::add(arange(0, ws * chunk, 1, DType::Int64), Scalar(int64_t{1000} * rank() + repeat)));
+      Tensor out = dev(zeros({chunk}, DType::Int64));
+      finish(pg->reduce_scatter_tensor(out, in));
+      const Tensor want =
+          braid::add(braid::mul(arange(rank() * chunk, (rank() + 1) * chunk, 1, DType::Int64), Scalar(int64_t{ws})),
+                     Scalar(int64_t{1000} * ws * (ws - 1) / 2 + int64_t{repeat} * ws));
+      CHECK_THAT(out, Equals(want));
+    }
+    if (chunk == 8193) {
+      const int64_t block = 256 * 1024;
+      Tensor in = dev(braid::add(arange(0, ws * block, 1, DType::Int64), Scalar(int64_t{7} * rank())));
+      Tensor out = dev(zeros({ws * block}, DType::Int64));
+      finish(pg->alltoall_single(out, in, {}, {}));
+      // Block q of the output is rank q's block `rank`: elements rank * block + e + 7q.
+      for (int q = 0; q < ws; ++q) {
+        const Tensor want = braid::add(arange(rank() * block, (rank() + 1) * block, 1, DType::Int64), Scalar(int64_t{7} * q));
+        CHECK_THAT(out.narrow(0, q * block, block), Equals(want));
+      }
+    }
+  }
+}

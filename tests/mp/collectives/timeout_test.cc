@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <cstdlib>
 #include <thread>
 
@@ -223,6 +224,55 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a per-call timeout overrides the group's"
     CHECK_THROWS_WITH(w->wait(Millis(0)), Contains("broadcast #") && Contains("timed out"));
   }
   sync("others-failed");
+}
+
+// gloo runs small reduce_scatters on registered buffers, whose waits know only their connection's timeout;
+// the engine's watchdog must end them at the op's own deadline. Both the first such op (which connects
+// the exchange) and a later one (blocked in the exchange's wait) must fail in time.
+TEST_CASE_METHOD(MpFixture, "timeouts: a small reduce_scatter with an absent rank fails at its own deadline",
+                 "[timeout][reduce_scatter]") {
+  if (size() < 2) return;
+  const int skipper = size() - 1;
+  const int64_t chunk = 256;
+  auto call = [&](const std::shared_ptr<ProcessGroup>& pg, std::optional<Millis> timeout) {
+    Tensor in = dev(full({chunk * size()}, 1.0));
+    Tensor out = dev(zeros({chunk}));
+    collectives::ReduceScatterOptions o;
+    o.timeout = timeout;
+    return pg->reduce_scatter_tensor(out, in, o);
+  };
+  SECTION("the first one, with the group's timeout") {
+    GroupOptions go;
+    go.timeout = kShortTimeout;
+    auto pg = make_group(go);
+    TensorList warm{dev(ints({1}))};
+    finish(pg->allreduce(warm));
+    if (rank() != skipper) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto w = call(pg, std::nullopt);
+      const uint64_t seq = pg->sequence_number();
+      const std::string message = expect_op_timeout(w, t0, skipper);
+      CHECK_THAT(message, Contains(fmt::format("reduce_scatter_tensor #{}", seq)));
+      CHECK(lists_rank(never_joined_list(message), skipper));
+    }
+    sync("others-failed-first-reduce-scatter");
+  }
+  SECTION("a later one, with a per-call timeout shorter than the group's") {
+    auto pg = make_group();  // 60 s
+    // Every lane's exchange is connected (op n runs on lane n % lanes; gloo's default is 2 lanes).
+    for (int i = 0; i < 4; ++i) finish(call(pg, std::nullopt));
+    if (rank() != skipper) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto w = call(pg, Millis(1000));
+      CHECK_THROWS_AS(w->wait(Millis(60'000)), TimeoutError);
+      const double elapsed = seconds_since(t0);
+      CHECK(elapsed >= 0.9);
+      CHECK(elapsed < 1.0 + 10.0);
+      CHECK_THROWS_WITH(w->wait(Millis(0)), Contains("reduce_scatter_tensor #") && Contains("timed out") &&
+                                                !Contains("connecting"));
+    }
+    sync("others-failed-later-reduce-scatter");
+  }
 }
 
 TEST_CASE_METHOD(MpFixture, "timeouts: Work::wait's own limit does not fail the op", "[timeout][work]") {
