@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "base/check.h"
@@ -389,6 +391,16 @@ std::string op_summary(const CollectivesBenchOptions& o, const Job& job, const C
   return out + result + "\n";
 }
 
+// The kernel's default TCP congestion control, which gloo's connections get ("unknown" where unreadable).
+// It matters to gloo rows: on loopback under bbr, the connections of one lane of two, idle between its
+// ops, ran 1 MiB alltoalls up to 1.7x slower than under cubic (docs/PERFORMANCE.md).
+std::string tcp_congestion_control() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  if (!(in >> name)) name = "unknown";
+  return name;
+}
+
 std::string preamble(const CollectivesBenchOptions& o, const Job& job, const std::vector<int64_t>& sizes) {
   std::string out = fmt::format("# braid bench collectives: backend {}, {} ranks (launcher {}), dtype {}, sizes {}..{} "
                                 "({} sizes)\n",
@@ -401,7 +413,10 @@ std::string preamble(const CollectivesBenchOptions& o, const Job& job, const std
                                  : fmt::format("about {:g} s per size in all, at least {}", o.seconds_per_size,
                                                o.min_iters),
                      o.check ? "#wrong checked once per size, outside timing" : "no check");
-  if (o.backend == "gloo") out += fmt::format("# gloo group: {} lanes (--threads)\n", o.threads);
+  if (o.backend == "gloo") {
+    out += fmt::format("# gloo group: {} lanes (--threads); TCP congestion control: {}\n", o.threads,
+                       tcp_congestion_control());
+  }
   if (o.poll_wait) out += "# braid side waits by polling Work::is_completed() (--poll-wait)\n";
   if (o.raw_nonblocking) out += "# raw side: nonblocking MPI calls + MPI_Wait (--raw-nonblocking)\n";
   return out;
