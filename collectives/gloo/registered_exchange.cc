@@ -56,9 +56,9 @@ RegisteredExchange::RegisteredExchange(Connect connect) : connect_(std::move(con
 RegisteredExchange::~RegisteredExchange() = default;
 
 void RegisteredExchange::make_buffers(size_t capacity, uint32_t tag, const Deadline& deadline) {
+  if (!context_) context_ = connect_(deadline);  // abort() never reads the context: no lock needed
   {
     std::lock_guard lock(buffers_mu_);
-    if (!context_) context_ = connect_(deadline);
     const int p = context_->size;
     const int r = context_->rank;
     for (auto& area : recvs_) area.clear();
@@ -97,7 +97,11 @@ void RegisteredExchange::exchange(const uint8_t* input, size_t block, uint32_t t
 }
 
 void RegisteredExchange::exchange_once(const uint8_t* input, size_t block, uint32_t tag, const Deadline& deadline) {
-  if (block > capacity_) make_buffers(std::bit_ceil(block), tag, deadline);
+  if (block > capacity_) {
+    make_buffers(std::bit_ceil(block), tag, deadline);
+    // An abort() before the new buffers were in place woke only the old ones.
+    if (aborted_.load()) throw_aborted();
+  }
   const int p = context_->size;
   const int r = context_->rank;
   const int area = static_cast<int>(exchanges_++ % 2);
