@@ -1,6 +1,6 @@
 // Reduce-scatter over a gloo context. gloo (2022) has no new-style reduce_scatter; the
 // alternative, an allreduce of the whole input followed by taking this rank's block, puts 2(p-1)/p of
-// the input per rank on the wire plus a full-size copy. Both algorithms here send (p-1)/p of it.
+// the input per rank on the wire plus a full-size copy. Every algorithm here sends (p-1)/p of it.
 //
 // Ring: rank r sends to r+1 and receives from r-1. In step s (0 .. p-2) it sends the partial sum of
 // block (r-1-s) mod p and receives that of block (r-2-s) mod p, adds its own input block to it, and
