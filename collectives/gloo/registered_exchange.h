@@ -18,10 +18,11 @@
 //
 // Every rank must make the same calls in the same order (a lane's ops are). The buffers are made on the
 // first exchange and again when a larger block comes; a barrier follows, so no data arrives for a buffer
-// its receiver has not registered yet (gloo's event loop would stop and wait for it).
+// its receiver has not registered yet (gloo's event loop would leave it unread and spin on it).
 //
-// Waits on registered buffers take the pair's timeout, not the op's deadline: the context connects with
-// no timeout of its own, and the lane's DeadlineWatchdog calls abort() when the op's deadline passes.
+// Waits on registered buffers take the pair's timeout, not the op's deadline: the context connects with a
+// 100-hour pair timeout as a mere backstop, and the lane's DeadlineWatchdog calls abort() when the op's
+// deadline passes.
 #pragma once
 
 #include <gloo/context.h>
