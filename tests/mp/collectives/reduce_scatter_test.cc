@@ -85,8 +85,8 @@ TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input given up as scratch
 
 // Blocks around the sizes where engines change algorithm (gloo: registered buffers up to 64 KiB, made
 // anew when a larger block comes, in two areas used alternately; then the direct exchange and the ring),
-// each size three times, then small again; a large alltoall in between must not be slowed or garbled by
-// what the small ones left behind.
+// each size three times, then small again; a large alltoall in between must arrive whole after what the
+// small ones left behind (their socket settings once made such transfers crawl: docs/PERFORMANCE.md).
 TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: block sizes across the engines' paths, repeated and shrinking",
                  "[reduce_scatter]") {
   auto pg = shared_group();
