@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/logging.h"
 #include "collectives/gloo/deadline_watchdog.h"
 #include "collectives/gloo/gloo_devices.h"
 #include "collectives/gloo/gloo_errors.h"
@@ -89,7 +90,7 @@ constexpr size_t kOneStepAllgatherMaxBlock = 512 * 1024;
 // condition_variable::wait_for that must not overflow nanoseconds: its own "large" value, 100 hours.
 constexpr Millis kExchangePairTimeout = std::chrono::hours(100);
 // How long a group's destruction waits for its peers to finish their last registered exchange
-// (RegisteredExchange::part); when every rank destroys the group together it takes microseconds.
+// (part_registered_exchanges); when every rank destroys the group together it takes a store round trip.
 constexpr Millis kPartingGrace{2000};
 
 template <class F>
@@ -112,9 +113,27 @@ ProcessGroupGloo::ProcessGroupGloo(const BackendOptions& options)
 ProcessGroupGloo::~ProcessGroupGloo() {
   shutdown();
   if (p2p_) p2p_->shutdown();
-  // Every lane's ops are done; the registered exchanges wait briefly for their peers to be done too.
-  const Deadline parting = Deadline::after(std::min(timeout(), kPartingGrace));
-  for (auto& lane : lane_contexts_) lane->exchange.part(parting);
+  part_registered_exchanges();
+}
+
+void ProcessGroupGloo::part_registered_exchanges() noexcept {
+  const bool in_use = std::any_of(lane_contexts_.begin(), lane_contexts_.end(),
+                                  [](const auto& lane) { return lane->exchange.in_use(); });
+  if (!in_use || size() < 2) return;
+  // Every lane's ops are done here. Through the store, not gloo: a gloo message would itself be the last
+  // one read before its peer closes.
+  try {
+    store_->set(fmt::format("gloo/registered/parted/{}", rank()), store::Bytes{1});
+    std::vector<std::string> peers;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) peers.push_back(fmt::format("gloo/registered/parted/{}", r));
+    }
+    store_->wait(peers, std::min(timeout(), kPartingGrace));
+  } catch (const std::exception& e) {
+    // A peer gone or late: it had its time to read its last data.
+    logging::get("braid.collectives")
+        ->debug("gloo group '{}' (rank {}): closing without every peer's word: {}", name(), rank(), e.what());
+  }
 }
 
 std::shared_ptr<::gloo::Context> ProcessGroupGloo::connect_context(const std::string& prefix, size_t device_index,

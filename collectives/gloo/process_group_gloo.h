@@ -72,6 +72,9 @@ class ProcessGroupGloo final : public QueuedProcessGroup {
   std::shared_ptr<::gloo::Context> connect_context(const std::string& prefix, size_t device_index, Millis pair_timeout,
                                                    const Deadline& deadline);
   LaneContext& lane(const OpContext& ctx);
+  // Before the registered exchanges close: each rank says it is done and waits briefly to hear the same
+  // (gloo's registered buffers report a closed connection before data that already arrived).
+  void part_registered_exchanges() noexcept;
 
   std::vector<std::unique_ptr<LaneContext>> lane_contexts_;
   std::shared_ptr<::gloo::Context> p2p_context_;

@@ -3,8 +3,6 @@
 #include <dlfcn.h>
 #include <gloo/barrier.h>
 #include <gloo/common/error.h>
-#include <gloo/transport/unbound_buffer.h>
-#include <gloo/types.h>
 
 #include <bit>
 #include <cstring>
@@ -22,8 +20,6 @@ namespace {
 // the receive buffer of the other direction.
 int slot_for(int first, int area, int sender, int receiver) { return first + 2 * area + (sender < receiver ? 0 : 1); }
 
-// The unbound slot of part(); gloo's collectives use prefixes 0x01 .. 0x08, braid's 0x21 .. 0x24.
-constexpr uint8_t kPartingSlotPrefix = 0x25;
 
 // gloo::transport::tcp::Buffer::handleRecvCompletion() is what gloo's event loop calls when data arrived;
 // called once more, it wakes the buffer's waiter. Debian's gloo headers for the tcp transport include a
@@ -140,29 +136,6 @@ void RegisteredExchange::abort() {
       // One completion more than arrived: the waiter returns and sees aborted_.
       if (buffer) wake(buffer.get());
     }
-  }
-}
-
-void RegisteredExchange::part(const Deadline& deadline) noexcept {
-  if (!context_ || aborted_.load()) return;
-  try {
-    const int p = context_->size;
-    const int r = context_->rank;
-    const auto slot = ::gloo::Slot::build(kPartingSlotPrefix, 0);
-    std::vector<uint8_t> said(static_cast<size_t>(p), 1);
-    std::vector<uint8_t> heard(static_cast<size_t>(p), 0);
-    auto out = context_->createUnboundBuffer(said.data(), said.size());
-    auto in = context_->createUnboundBuffer(heard.data(), heard.size());
-    for (int q = 0; q < p; ++q) {
-      if (q != r) in->recv(q, slot, static_cast<size_t>(q), 1);
-    }
-    for (int q = 0; q < p; ++q) {
-      if (q != r) out->send(q, slot, static_cast<size_t>(q), 1);
-    }
-    for (int i = 1; i < p; ++i) in->waitRecv(gloo_timeout(deadline));
-    for (int i = 1; i < p; ++i) out->waitSend(gloo_timeout(deadline));
-  } catch (...) {
-    // A peer gone or late: it cannot be waiting for this rank's data any more, or had its time.
   }
 }
 

@@ -66,11 +66,10 @@ class RegisteredExchange {
   // Wakes a wait in exchange() and makes it, and every later call, throw. Any thread.
   void abort();
 
-  // Before the context closes: tells every peer that this rank is done and waits, until `deadline`, to
-  // hear the same from each. gloo's registered buffers report a closed connection before data that
-  // already arrived, so a rank that closed right after its last exchange could fail a peer still about to
-  // read it. Best effort: a failure or the deadline ends it quietly. Not after an abort (the group broke).
-  void part(const Deadline& deadline) noexcept;
+  // Whether the exchange connected and never failed: its peers may then still be reading their last
+  // exchange. gloo's registered buffers report a closed connection before data that already arrived, so
+  // the owner lets every peer finish before closing (ProcessGroupGloo's destructor, through the store).
+  bool in_use() const { return context_ != nullptr && !aborted_.load(); }
 
  private:
   void exchange_once(const uint8_t* input, size_t block, uint32_t tag, const Deadline& deadline);
