@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "collectives/gloo/gloo_timeout.h"
+#include "collectives/gloo/registered_exchange.h"
 #include "collectives/gloo/unbound_sends.h"
 
 namespace braid::collectives::gloo {

@@ -26,9 +26,10 @@
 
 #include "base/deadline.h"
 #include "collectives/gloo/gloo_reduce.h"
-#include "collectives/gloo/registered_exchange.h"
 
 namespace braid::collectives::gloo {
+
+class RegisteredExchange;
 
 // A grow-only scratch area, reused across ops (fresh pages are slow to touch: reusing them keeps that
 // cost out of every op after the first). Not thread-safe: one per lane.

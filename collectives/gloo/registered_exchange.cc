@@ -20,7 +20,6 @@ namespace {
 // the receive buffer of the other direction.
 int slot_for(int first, int area, int sender, int receiver) { return first + 2 * area + (sender < receiver ? 0 : 1); }
 
-
 // gloo::transport::tcp::Buffer::handleRecvCompletion() is what gloo's event loop calls when data arrived;
 // called once more, it wakes the buffer's waiter. Debian's gloo headers for the tcp transport include a
 // header the package does not ship, so the public member is reached through its exported symbol (a
