@@ -82,7 +82,8 @@ for path in sorted(out.glob("allreduce-*.txt")) + sorted(out.glob("ops-*.txt")):
             paired = kv.get("max_paired_ratio_ge_1MiB", "-")
             print(f"{path.stem:<22} {kv['op']:<15} wrong={kv['wrong']:<3} braid/raw at >= 1 MiB (worst) best rounds "
                   f"{large:>7} paired {paired:>7}   overhead at {kv.get('small_bytes', '-')} B: best rounds "
-                  f"{kv.get('small_overhead_us', '-')} us, paired {kv.get('small_paired_overhead_us', '-')} us")
+                  f"{kv.get('small_overhead_us', '-')} us, paired {kv.get('small_paired_overhead_us', '-')} us, "
+                  f"CPU per call braid {kv.get('small_cpu_us', '-')} raw {kv.get('small_raw_cpu_us', '-')} us")
 torch = out / "torch-np2.txt"
 if torch.exists():
     t16 = {int(m.group(1)): float(m.group(3)) for m in

@@ -178,6 +178,14 @@ double time_calls(int n, F&& f) {
   return seconds_since(t0) / n;
 }
 
+// CPU seconds this process has used so far, in every thread: the caller's, the engine's (gloo's event
+// loop, a lane's thread) and anything else running in it.
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // Median seconds of `n` calls of `f`, each timed alone (0 when n is 0): the warm-up's estimate, which one
 // call delayed by a busy machine must not shrink the iteration count for.
 template <class F>
@@ -242,15 +250,20 @@ struct SizeRun {
     // Rounds: [braid, raw] blocks, the first side alternating; per-rank mean seconds per call.
     std::vector<double> mine{wrong};
     std::vector<double> braid_rounds, raw_rounds;
+    double braid_cpu = 0, raw_cpu = 0;  // CPU seconds of this process during each side's calls
     for (int r = 0; r < o.rounds; ++r) {
       auto braid_block = [&] {
         job.group->barrier()->wait();
+        const double cpu0 = process_cpu_seconds();
         braid_rounds.push_back(time_calls(iters, braid_call));
+        braid_cpu += process_cpu_seconds() - cpu0;
       };
       auto raw_block = [&] {
         if (!with_raw) return;
         job.raw->barrier();
+        const double cpu0 = process_cpu_seconds();
         raw_rounds.push_back(time_calls(iters, raw_call));
+        raw_cpu += process_cpu_seconds() - cpu0;
       };
       if (r % 2 == 0) {
         braid_block();
@@ -262,6 +275,9 @@ struct SizeRun {
     }
     mine.insert(mine.end(), braid_rounds.begin(), braid_rounds.end());
     mine.insert(mine.end(), raw_rounds.begin(), raw_rounds.end());
+    const double calls = static_cast<double>(iters) * o.rounds;
+    mine.push_back(braid_cpu / calls);
+    mine.push_back(raw_cpu / calls);
 
     // Rank 0: a round's time is its slowest rank's; a side's time is its best round. Other ranks only
     // have their own figures.
@@ -285,12 +301,17 @@ struct SizeRun {
     const double factor = bus_factor(op, job.size);
     const double t = best_round(1, rounds);
     row.time_us = t * 1e6;
+    // CPU per call, summed over ranks: what a call costs the host, which is its time when ranks share cores.
+    const size_t cpu_at = 1 + rounds + (with_raw ? rounds : 0);
+    for (const auto& v : per_rank) row.cpu_us += v.at(cpu_at) * 1e6;
     row.algbw_gbs = static_cast<double>(row.bytes) / t / 1e9;
     row.busbw_gbs = row.algbw_gbs * factor;
     if (with_raw) {
       const double tr = best_round(1 + rounds, rounds);
       row.raw_time_us = tr * 1e6;
       row.raw_busbw_gbs = static_cast<double>(row.bytes) / tr / 1e9 * factor;
+      row.raw_cpu_us = 0.0;
+      for (const auto& v : per_rank) *row.raw_cpu_us += v.at(cpu_at + 1) * 1e6;
       std::vector<double> ratios, overheads;
       for (size_t r = 0; r < rounds; ++r) {
         double braid_slowest = 0, raw_slowest = 0;
@@ -317,10 +338,11 @@ std::string op_row(BenchOp op, DType dtype, const CollectivesBenchRow& r) {
     raw = fmt::format("{:>9.1f} {:>7.3f} {:>8.3f}x {:>8.3f}x", *r.raw_time_us, *r.raw_busbw_gbs,
                       r.time_us / *r.raw_time_us, *r.paired_ratio);
   }
-  return fmt::format("{:>12} {:>11} {:>9} {:>5} {:>4} {:>10.1f} {:>7.3f} {:>7.3f} {:>6} {} {:>8}\n", r.bytes, r.count,
-                     dtype_name(dtype), reduces ? "sum" : "none", op == BenchOp::Broadcast ? 0 : -1, r.time_us,
-                     r.algbw_gbs, r.busbw_gbs, r.wrong < 0 ? std::string("n/a") : std::to_string(r.wrong), raw,
-                     r.iters);
+  const std::string raw_cpu = r.raw_cpu_us ? fmt::format("{:.1f}", *r.raw_cpu_us) : std::string("-");
+  return fmt::format("{:>12} {:>11} {:>9} {:>5} {:>4} {:>10.1f} {:>7.3f} {:>7.3f} {:>6} {} {:>8} {:>9.1f} {:>9}\n",
+                     r.bytes, r.count, dtype_name(dtype), reduces ? "sum" : "none", op == BenchOp::Broadcast ? 0 : -1,
+                     r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong < 0 ? std::string("n/a") : std::to_string(r.wrong),
+                     raw, r.iters, r.cpu_us, raw_cpu);
 }
 
 std::string op_header(const CollectivesBenchOptions& o, const Job& job, BenchOp op, const std::string& raw_name) {
@@ -332,12 +354,14 @@ std::string op_header(const CollectivesBenchOptions& o, const Job& job, BenchOp 
                                 o.backend, job.size);
   out += raw_name.empty() ? "; no raw reference for this dtype\n" : fmt::format(" vs raw {}\n", raw_name);
   out += "#\n";
-  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8}\n",
+  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8} {:>9} "
+                     "{:>9}\n",
                      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "raw time", "raw bus",
-                     "braid/raw", "paired", "iters");
-  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8}\n",
+                     "braid/raw", "paired", "iters", "cpu/call", "raw cpu");
+  out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8} {:>9} "
+                     "{:>9}\n",
                      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(best)",
-                     "(median)", "per round");
+                     "(median)", "per round", "(us)", "(us)");
   return out;
 }
 
@@ -378,6 +402,9 @@ std::string op_summary(const CollectivesBenchOptions& o, const Job& job, const C
                          *small.paired_overhead_us);
       result += fmt::format(" small_bytes={} small_overhead_us={:.2f} small_paired_overhead_us={:.2f}", small.bytes,
                             small.time_us - *small.raw_time_us, *small.paired_overhead_us);
+      out += fmt::format("# CPU per call at {} B, all ranks: braid {:.1f} us, raw {:.1f} us\n", small.bytes,
+                         small.cpu_us, *small.raw_cpu_us);
+      result += fmt::format(" small_cpu_us={:.2f} small_raw_cpu_us={:.2f}", small.cpu_us, *small.raw_cpu_us);
     }
     if (worst_large > 0) {
       out += fmt::format("# Worst braid/raw at >= 1 MiB: {:.3f}x (paired median {:.3f}x)\n", worst_large,
@@ -413,6 +440,8 @@ std::string preamble(const CollectivesBenchOptions& o, const Job& job, const std
                                  : fmt::format("about {:g} s per size in all, at least {}", o.seconds_per_size,
                                                o.min_iters),
                      o.check ? "#wrong checked once per size, outside timing" : "no check");
+  out += "# cpu/call: CPU time per call of each side's whole process (every thread), summed over ranks: its time when "
+         "ranks share cores\n";
   if (o.backend == "gloo") {
     out += fmt::format("# gloo group: {} lanes (--threads); TCP congestion control: {}\n", o.threads,
                        tcp_congestion_control());

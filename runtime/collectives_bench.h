@@ -72,6 +72,9 @@ struct CollectivesBenchRow {
   std::optional<double> paired_ratio;        // median over rounds of braid/raw in the same round
   std::optional<double> paired_overhead_us;  // median over rounds of braid - raw per call in the same round
   int iters = 0;  // per round and side
+  // Process CPU time per call (every thread), summed over ranks; for the raw side, empty without it.
+  double cpu_us = 0;
+  std::optional<double> raw_cpu_us;
 };
 
 struct CollectivesBenchTable {
