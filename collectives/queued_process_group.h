@@ -23,7 +23,8 @@
 // pending recv never blocks a later collective or send on the same group.
 //
 // Several lanes (the gloo `threads` option) let ops run concurrently: op n runs on lane n % lanes on every
-// rank, so engines keep one context/communicator per lane. barrier() first waits for every earlier op of
+// rank, so an engine can give each lane its own context/communicator (mpi, nccl) or share one among them
+// and keep concurrent ops apart by sequence number (gloo's tags). barrier() first waits for every earlier op of
 // every lane, so "barrier implies wait" holds.
 //
 // BRAID_DEBUG=DETAIL: before each collective the ranks exchange a fingerprint of (op, dtypes, shapes,

@@ -34,7 +34,7 @@ using gloo::gloo_timeout;
 struct ProcessGroupGloo::LaneContext {
   LaneContext(std::shared_ptr<::gloo::Context> c, gloo::RegisteredExchange::Connect connect)
       : context(std::move(c)), exchange(std::move(connect)) {}
-  std::shared_ptr<::gloo::Context> context;
+  std::shared_ptr<::gloo::Context> context;  // shared with other lanes (connect())
   gloo::Scratch scratch;  // reduce_scatter's receive buffers, reused by every op of the lane
   gloo::RegisteredExchange exchange;  // small reduce_scatters; its own context, connected on first use
 };
@@ -163,19 +163,25 @@ void ProcessGroupGloo::connect(const BackendOptions& options) {
   auto connect_one = [&](const std::string& prefix, size_t index) {
     return connect_context(prefix, index, options.timeout, deadline);
   };
+  // One context per device (at most one per lane), which the lanes share round-robin, as torch's worker
+  // threads share its contexts: ops tell their messages apart by tag. With a context per lane, each lane's
+  // connections sat idle while the other lane ran, and sequential ops cost more (README.md: "Lanes share
+  // the contexts").
+  std::vector<std::shared_ptr<::gloo::Context>> contexts;
+  const size_t shared = std::min(devices_.size(), static_cast<size_t>(lanes()));
+  for (size_t c = 0; c < shared; ++c) contexts.push_back(connect_one(fmt::format("gloo/context{}/", c), c));
   std::vector<std::function<void()>> aborts;
   for (int i = 0; i < lanes(); ++i) {
     auto connect_exchange = [this, i](const Deadline& op_deadline) {
       return connect_context(fmt::format("gloo/lane{}/registered/", i), static_cast<size_t>(i),
                              kExchangePairTimeout, op_deadline);
     };
-    auto lane = std::make_unique<LaneContext>(connect_one(fmt::format("gloo/lane{}/", i), static_cast<size_t>(i)),
-                                              std::move(connect_exchange));
+    auto lane = std::make_unique<LaneContext>(contexts[static_cast<size_t>(i) % shared], std::move(connect_exchange));
     aborts.push_back([exchange = &lane->exchange] { exchange->abort(); });
     lane_contexts_.push_back(std::move(lane));
   }
   watchdog_ = std::make_unique<gloo::DeadlineWatchdog>(std::move(aborts));
-  p2p_context_ = connect_one("gloo/p2p/", static_cast<size_t>(lanes()));
+  p2p_context_ = connect_one("gloo/p2p/", shared);
   p2p_ = std::make_unique<gloo::GlooP2P>(p2p_context_);
 
   // connectFullMesh returns once this rank's pairs are set up; a barrier on every context proves every
@@ -190,7 +196,7 @@ void ProcessGroupGloo::connect(const BackendOptions& options) {
       gloo::rethrow_as_braid_error(what + ": barrier after connecting", deadline);
     }
   };
-  for (auto& lane : lane_contexts_) barrier_on(lane->context);
+  for (const auto& context : contexts) barrier_on(context);
   barrier_on(p2p_context_);
 }
 

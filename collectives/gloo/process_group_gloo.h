@@ -1,16 +1,16 @@
 // ProcessGroupGloo: the Gloo engine (Debian's libgloo, TCP transport) behind QueuedProcessGroup.
 //
-// Bootstrap: through the group's braid Store (BackendOptions.store, already prefixed per group), each
-// lane (BackendOptions.threads, torch's `threads`, default 2) gets its own gloo context, connected
-// full-mesh, with keys under "gloo/lane<i>/"; send/recv get one more context ("gloo/p2p/"). Contexts
-// use BackendOptions.devices (interface names, default {"lo"}) round-robin: lane i on device i mod n,
-// the p2p context on the next one. Construction ends with a gloo barrier on every context, so a
-// returned group is fully connected on every rank (torch's _create_process_group_gloo runs a barrier
-// for the same reason); that barrier uses no sequence number.
+// Bootstrap: through the group's braid Store (BackendOptions.store, already prefixed per group), one gloo
+// context per device (BackendOptions.devices, interface names, default {"lo"}; at most one per lane),
+// connected full-mesh, with keys under "gloo/context<c>/"; send/recv get one more context ("gloo/p2p/",
+// on the next device). The lanes (BackendOptions.threads, torch's `threads`, default 2) share the
+// contexts round-robin, lane i on context i mod contexts, as torch's worker threads do. Construction ends
+// with a gloo barrier on every context, so a returned group is fully connected on every rank (torch's
+// _create_process_group_gloo runs a barrier for the same reason); that barrier uses no sequence number.
 //
 // Collectives run on lane ctx.lane's context (the base runs op n on lane n mod lanes on every rank), as
-// gloo's new-style collectives with the op's sequence number as tag and the time left before the op's
-// deadline as timeout. reduce_scatter is our own (reduce_scatter.h: a ring, or one direct exchange); send/recv are in
+// gloo's new-style collectives with the op's sequence number as tag, which keeps concurrent ops on one
+// context apart, and the time left before the op's deadline as timeout. reduce_scatter is our own (reduce_scatter.h: a ring, or one direct exchange); send/recv are in
 // gloo_p2p.h. gloo errors become TimeoutError/CommError naming the op (gloo_errors.h).
 //
 // Destruction: the base's shutdown() first (lanes drain and join while the contexts still exist), then

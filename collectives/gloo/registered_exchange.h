@@ -13,8 +13,9 @@
 //
 // The exchange runs on a context of its own, connected on first use: gloo's tcp pair pins a socket's
 // send buffer (SO_SNDBUF, which ends the kernel's autotuning) at twice the size of the first registered
-// message sent on it; on the lane's own context that made every later unbound transfer over the pinned
-// size stall for tens of milliseconds (2 ranks, 256 KiB reduce_scatter after a 64 KiB one: 26 ms per call).
+// message sent on it; on the context of the lane's other collectives that made every later unbound
+// transfer over the pinned size stall for tens of milliseconds (2 ranks, 256 KiB reduce_scatter after a
+// 64 KiB one: 26 ms per call).
 //
 // Every rank must make the same calls in the same order (a lane's ops are). The buffers are made on the
 // first exchange and again when a larger block comes; a barrier follows, so no data arrives for a buffer

@@ -4,6 +4,9 @@
 //
 // BRAID_MP_STRESS_ITERS sets the iteration count (default 1000, the seed's); scatter, gather and reduce
 // issue one op per root per iteration, as the seed does.
+#include <chrono>
+#include <thread>
+
 #include "base/env.h"
 #include "tests/mp/support/mp_test.h"
 
@@ -220,4 +223,59 @@ TEST_CASE_METHOD(MpFixture, "stress: mixed collectives and p2p in flight, then o
     if (ws > 1 && recvd[static_cast<size_t>(i)].cpu().item<int64_t>() != left * 10000 + i) ++bad;
   }
   CHECK(bad == 0);
+}
+
+namespace {
+
+// ws blocks of m int32 elements, block k holding a * k + b.
+Tensor blocks(int ws, int64_t m, int32_t a, int32_t b) {
+  const Tensor k = arange(0, ws, 1, DType::Int32).view({ws, 1}).expand({ws, m}).contiguous().view({ws * m});
+  return braid::add(braid::mul(k, Scalar(a)), Scalar(b));
+}
+
+}  // namespace
+
+// Multi-step algorithms (gloo: ring allreduce and allgather over 1 MiB, the reduce_scatter ring, the
+// one-step alltoall) in flight at once on every lane. gloo's lanes share one context, so their messages
+// meet on the same sockets and only the ops' tags keep them apart; what must stay per lane (the
+// reduce_scatter ring's receive buffers) must not be shared: with one lane's scratch used by all, this
+// case failed on 4 ranks.
+TEST_CASE_METHOD(MpFixture, "stress: large multi-step collectives in flight on every lane", "[stress][lanes]") {
+  auto pg = make_group(stress_options());
+  const int ws = size(), rounds = 4;
+  const int64_t n = 512 * 1024;  // int32 elements: 2 MiB buffers and 2 MiB blocks for allgather, reduce_scatter
+  struct Round {
+    Tensor sum, gathered, scattered, exchanged;
+  };
+  std::vector<Round> out;
+  std::vector<std::shared_ptr<Work>> works;
+  // The last rank comes late, so that on the others every lane has started its op and waits in it: the
+  // ops are then in flight together for certain, not one after another.
+  if (rank() == ws - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < rounds; ++i) {
+    Round r;
+    r.sum = dev(full({n}, Scalar(int32_t(rank() + i)), DType::Int32));
+    TensorList sum{r.sum};
+    works.push_back(pg->allreduce(sum));
+    Tensor block = dev(full({n}, Scalar(int32_t(10 * rank() + i)), DType::Int32));
+    r.gathered = dev(full({n * ws}, Scalar(int32_t(-1)), DType::Int32));
+    works.push_back(pg->allgather_into_tensor(r.gathered, block));
+    // Block k of rank q's input holds k + q + i: rank k's reduced block is ws * (k + i) + ws(ws-1)/2.
+    Tensor input = dev(blocks(ws, n, 1, rank() + i));
+    r.scattered = dev(full({n}, Scalar(int32_t(-1)), DType::Int32));
+    works.push_back(pg->reduce_scatter_tensor(r.scattered, input));
+    // Block k of rank q's input holds k + 100 * q + 1000 * i: rank k receives that from every rank q.
+    Tensor to_send = dev(blocks(ws, n / ws, 1, 100 * rank() + 1000 * i));
+    r.exchanged = dev(full({ws * (n / ws)}, Scalar(int32_t(-1)), DType::Int32));
+    works.push_back(pg->alltoall_single(r.exchanged, to_send, {}, {}));
+    out.push_back(std::move(r));
+  }
+  for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait();  // the last issued first
+  for (int i = 0; i < rounds; ++i) {
+    const Round& r = out[static_cast<size_t>(i)];
+    CHECK_THAT(r.sum, Equals(full({n}, Scalar(int32_t(ws * i + ws * (ws - 1) / 2)), DType::Int32)));
+    CHECK_THAT(r.gathered, Equals(blocks(ws, n, 10, i)));
+    CHECK_THAT(r.scattered, Equals(full({n}, Scalar(int32_t(ws * (rank() + i) + ws * (ws - 1) / 2)), DType::Int32)));
+    CHECK_THAT(r.exchanged, Equals(blocks(ws, n / ws, 100, rank() + 1000 * i)));
+  }
 }
