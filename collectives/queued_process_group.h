@@ -24,8 +24,8 @@
 //
 // Several lanes (the gloo `threads` option) let ops run concurrently: op n runs on lane n % lanes on every
 // rank, so an engine can give each lane its own context/communicator (mpi, nccl) or share one among them
-// and keep concurrent ops apart by sequence number (gloo's tags). barrier() first waits for every earlier op of
-// every lane, so "barrier implies wait" holds.
+// and keep concurrent ops apart by sequence number (gloo's tags). barrier() first waits for every earlier
+// op of every lane, so "barrier implies wait" holds.
 //
 // BRAID_DEBUG=DETAIL: before each collective the ranks exchange a fingerprint of (op, dtypes, shapes,
 // root, reduce op); a mismatch fails the op on every rank with an error naming the ranks that differ.

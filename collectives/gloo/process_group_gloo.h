@@ -10,8 +10,9 @@
 //
 // Collectives run on lane ctx.lane's context (the base runs op n on lane n mod lanes on every rank), as
 // gloo's new-style collectives with the op's sequence number as tag, which keeps concurrent ops on one
-// context apart, and the time left before the op's deadline as timeout. reduce_scatter is our own (reduce_scatter.h: a ring, or one direct exchange); send/recv are in
-// gloo_p2p.h. gloo errors become TimeoutError/CommError naming the op (gloo_errors.h).
+// context apart, and the time left before the op's deadline as timeout. reduce_scatter is our own
+// (reduce_scatter.h: a ring, or one direct exchange); send/recv are in gloo_p2p.h. gloo errors become
+// TimeoutError/CommError naming the op (gloo_errors.h).
 //
 // Destruction: the base's shutdown() first (lanes drain and join while the contexts still exist), then
 // the p2p waiters, then the contexts.
