@@ -15,7 +15,7 @@ Examples:
 
 Environment: BACKEND (gloo), SPS (--seconds-per-size, 2), ROUNDS (--rounds, 9), BRAID (build-bench/cli/braid).
 Per row: braid - raw of the best rounds, the paired ratio (median over a run's rounds of braid/raw in
-the same round) and braid's CPU per call minus raw's (all ranks; builds from stop 24 on print it).
+the same round) and braid's CPU per call minus raw's (all ranks; builds from 40678b1 on print it).
 """
 import os
 import statistics
