@@ -70,7 +70,7 @@ std::shared_ptr<Work> QueuedProcessGroup::broadcast(TensorList& tensors, const B
                    Tensor buf = staging::as_buffer(source, staging::move_dtype(source.dtype()));
                    if (buf.numel() > 0) {
                      Tensor flat = flat_view(buf);
-                     run_broadcast(flat, root, ctx);
+                     if (!try_shared_broadcast(flat, root, ctx)) run_broadcast(flat, root, ctx);
                    }
                    for (const auto& t : ts) staging::copy_into(t, buf);
                    return ts;

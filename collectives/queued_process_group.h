@@ -51,6 +51,7 @@
 namespace braid::collectives {
 
 class SharedMemoryPool;
+class SharedStaging;
 
 // What a primitive needs to know about the op it serves.
 struct OpContext {
@@ -77,6 +78,10 @@ class QueuedProcessGroup : public ProcessGroup {
     Millis timeout = kDefaultCollectiveTimeout;
     // BackendOptions::shared_memory_min_bytes.
     std::optional<int64_t> shared_min_bytes;
+    // BackendOptions::shared_broadcast_max_bytes, and the engine's default when neither it nor
+    // BRAID_SHM_BROADCAST_MAX_BYTES is set (0: broadcasts go to the engine).
+    std::optional<int64_t> shared_broadcast_max_bytes;
+    int64_t shared_broadcast_default_max = 0;
   };
 
   QueuedProcessGroup(int rank, int size, std::string name, Config config);
@@ -118,6 +123,8 @@ class QueuedProcessGroup : public ProcessGroup {
   Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu()) override;
   // How many allreduces this rank ran through the pool (for tests and logs).
   uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
+  // How many broadcasts this rank ran through shared memory (for tests and logs).
+  uint64_t shared_broadcasts() const { return shared_broadcasts_.load(); }
 
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const;
@@ -210,6 +217,10 @@ class QueuedProcessGroup : public ProcessGroup {
   // An allreduce through the pool when every rank's buffer is in it (shared_allreduce.h); false: run the
   // engine's.
   bool try_shared_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx);
+  // A broadcast through the group's shared-memory staging (shared_broadcast.h) when the engine allows it,
+  // the message is small enough and every rank is on this host; false: run the engine's. The first such
+  // broadcast sets the staging up, collectively.
+  bool try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx);
   // Sparse COO allreduce (SUM): allgather of nnz counts, then of padded indices and values.
   TensorList sparse_allreduce(const TensorList& tensors, const OpContext& ctx);
 
@@ -222,6 +233,11 @@ class QueuedProcessGroup : public ProcessGroup {
   std::shared_ptr<SharedMemoryPool> pool_;   // GUARDED_BY(pool_mu_)
   uint64_t pool_first_seq_ = 0;              // GUARDED_BY(pool_mu_)
   std::atomic<uint64_t> shared_allreduces_{0};
+  int64_t shared_broadcast_max_;                   // BRAID_SHM_BROADCAST_MAX_BYTES
+  std::mutex staging_mu_;
+  bool staging_tried_ = false;                     // GUARDED_BY(staging_mu_)
+  std::unique_ptr<SharedStaging> staging_;         // GUARDED_BY(staging_mu_) until staging_tried_
+  std::atomic<uint64_t> shared_broadcasts_{0};
   std::shared_ptr<Watcher> watcher_;          // one thread for every lane's waiter-mode looks
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;

@@ -1,9 +1,10 @@
-// QueuedProcessGroup's shared-memory pool: empty_shared() and the allreduce through it
-// (shared_memory_pool.h, shared_allreduce.h).
+// QueuedProcessGroup's shared-memory paths: the pool behind empty_shared() and the allreduce through it
+// (shared_memory_pool.h, shared_allreduce.h), and the staging for small broadcasts (shared_broadcast.h).
 #include <fmt/format.h>
 
 #include "collectives/queued_process_group.h"
 #include "collectives/shared_allreduce.h"
+#include "collectives/shared_broadcast.h"
 #include "collectives/shared_memory_pool.h"
 
 namespace braid::collectives {
@@ -51,6 +52,31 @@ bool QueuedProcessGroup::try_shared_allreduce(Tensor& buffer, EngineOp op, const
   const auto pool = shared_pool_for(ctx.seq);
   if (!pool || !shared_allreduce(*pool, buffer, ctx)) return false;
   shared_allreduces_.fetch_add(1);
+  return true;
+}
+
+bool QueuedProcessGroup::try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx) {
+  // As for the allreduce, every condition reads the same on every rank: the size and device by the
+  // collective's contract, the maximum by configuration, whether staging exists by its collective setup.
+  if (shared_broadcast_max_ == 0 || buffer.nbytes() == 0 || !config_.store || size() < 2 || !buffer.device().is_cpu() ||
+      static_cast<int64_t>(buffer.nbytes()) > shared_broadcast_max_ || ctx.lane >= SharedMemoryPool::kMaxLanes) {
+    return false;
+  }
+  SharedStaging* staging = nullptr;
+  {
+    // Another lane's op may be setting the staging up: it waits here for the store exchange, which the
+    // other ranks join from whichever of their ops gets here first (the keys are the group's, not an op's).
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    if (!staging_tried_) {
+      staging_ = SharedStaging::create(*config_.store, fmt::format("braid/pg/{}/shm-staging/", name()), rank(), size(),
+                                       lanes(), ctx.deadline.remaining());
+      staging_tried_ = true;
+    }
+    staging = staging_.get();
+  }
+  if (staging == nullptr) return false;
+  shared_broadcast(*staging, buffer, root, ctx);
+  shared_broadcasts_.fetch_add(1);
   return true;
 }
 

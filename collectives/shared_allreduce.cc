@@ -1,79 +1,13 @@
 #include "collectives/shared_allreduce.h"
 
-#include <sched.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "base/check.h"
-#include "base/error.h"
-#include "base/timer_slack.h"
+#include "collectives/shared_wait.h"
 
 namespace braid::collectives {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Waiting for the other ranks: spin briefly when every local rank has a core (they are then running and
-// about to arrive), yield through a busy window that covers the reduction of a share, then sleep in
-// growing steps so that a rank that is far behind (still computing) gets the core.
-class ArrivalWait {
- public:
-  ArrivalWait(int local_ranks, int64_t bytes)
-      : start_(Clock::now()),
-        spin_(local_ranks <= ::sysconf(_SC_NPROCESSORS_ONLN)),
-        busy_(std::chrono::microseconds(1000 + bytes / 1000)) {}
-
-  void pause() {
-    const auto waited = Clock::now() - start_;
-    if (spin_ && waited < std::chrono::microseconds(20)) return;
-    if (waited < busy_) {
-      ::sched_yield();
-      return;
-    }
-    if (!slack_tightened_) {
-      tighten_timer_slack();
-      slack_tightened_ = true;
-    }
-    const timespec ts{0, static_cast<long>(sleep_.count() * 1000)};
-    ::nanosleep(&ts, nullptr);
-    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(50));
-  }
-
- private:
-  Clock::time_point start_;
-  bool spin_;
-  std::chrono::microseconds busy_;
-  std::chrono::microseconds sleep_{1};
-  bool slack_tightened_ = false;
-};
-
-void wait_for_all(SharedMemoryPool& pool, int lane, uint64_t target, int64_t bytes, const OpContext& ctx,
-                  const char* step) {
-  ArrivalWait wait(pool.size(), bytes);
-  const auto start = Clock::now();
-  for (int r = 0; r < pool.size(); ++r) {
-    while (pool.slot(r, lane).arrived.load(std::memory_order_acquire) < target) {
-      if (ctx.deadline.expired()) {
-        std::vector<int> missing;
-        for (int q = 0; q < pool.size(); ++q) {
-          if (pool.slot(q, lane).arrived.load(std::memory_order_acquire) < target) missing.push_back(q);
-        }
-        BRAID_THROW(TimeoutError, "{}: the shared-memory allreduce waited {:.0f} ms for rank(s) {} to {}", ctx.what,
-                    std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
-                    fmt::join(missing, ", "), step);
-      }
-      wait.pause();
-    }
-  }
-}
 
 // Elements per share: a multiple of 16 (one 64-byte line of float32) so shares never split a line.
 int64_t share_elements(int64_t numel, int ranks) {
@@ -113,7 +47,7 @@ bool shared_allreduce(SharedMemoryPool& pool, Tensor& buffer, const OpContext& c
   mine.offset = buffer.is_contiguous() ? pool.offset_of(buffer.data_ptr(), buffer.nbytes()) : -1;
   mine.bytes = bytes;
   mine.arrived.store(2 * gen - 1, std::memory_order_release);
-  wait_for_all(pool, lane, 2 * gen - 1, bytes, ctx, "enter it");
+  wait_for_ranks(pool, lane, all_ranks(pool), 2 * gen - 1, bytes, ctx, "allreduce", "enter it");
 
   bool shared = true;
   for (int r = 0; r < pool.size(); ++r) {
@@ -138,7 +72,7 @@ bool shared_allreduce(SharedMemoryPool& pool, Tensor& buffer, const OpContext& c
     }
   }
   mine.arrived.store(2 * gen, std::memory_order_release);
-  wait_for_all(pool, lane, 2 * gen, bytes, ctx, "finish it");
+  wait_for_ranks(pool, lane, all_ranks(pool), 2 * gen, bytes, ctx, "allreduce", "finish it");
   return shared;
 }
 

@@ -18,7 +18,7 @@
 namespace braid::collectives {
 namespace {
 
-constexpr size_t kControlBytes = 4096;
+constexpr size_t kControlBytes = SharedMemoryPool::kControlBytes;
 static_assert(sizeof(SharedMemoryPool::ControlSlot) * SharedMemoryPool::kMaxLanes <= kControlBytes);
 
 // Ranks can share memory when they run under the same kernel and see the same /dev/shm; the first is

@@ -34,6 +34,8 @@ class SharedMemoryPool {
  public:
   // Lanes with a control slot: collectives on a higher lane do not use the pool.
   static constexpr int kMaxLanes = 16;
+  // The control page at the start of every segment; blocks follow it.
+  static constexpr size_t kControlBytes = 4096;
 
   // What a rank publishes for one shared-memory collective on one lane (see shared_allreduce.cc).
   struct alignas(64) ControlSlot {

@@ -13,7 +13,8 @@
 // where gloo's order measured cheaper (one_step.cc).
 //
 // A one-step broadcast (the root sending to every rank at once) was measured against gloo's binomial tree
-// on 3 and 4 ranks from 4 KiB to 16 MiB and was no faster anywhere, so broadcast stays gloo's.
+// on 3 and 4 ranks from 4 KiB to 16 MiB and was no faster anywhere, so a broadcast across hosts stays
+// gloo's; on one host it goes through shared memory (collectives/shared_broadcast.h).
 #pragma once
 
 #include <gloo/context.h>

@@ -41,6 +41,10 @@ struct ProcessGroupGloo::LaneContext {
 
 namespace {
 
+// Broadcasts up to this size go through shared memory when the group's ranks share a host
+// (shared_broadcast.h); gloo's binomial tree over TCP loopback costs tens of µs per step there.
+constexpr int64_t kSharedBroadcastDefaultMax = int64_t{1} << 40;
+
 QueuedProcessGroup::Config config_from(const BackendOptions& options) {
   BRAID_CHECK_ARG(options.store != nullptr, "gloo process group '{}': a store is required (gloo bootstraps through it)",
                   options.group_name);
@@ -49,6 +53,8 @@ QueuedProcessGroup::Config config_from(const BackendOptions& options) {
   config.store = options.store;
   config.timeout = options.timeout;
   config.shared_min_bytes = options.shared_memory_min_bytes;
+  config.shared_broadcast_max_bytes = options.shared_broadcast_max_bytes;
+  config.shared_broadcast_default_max = kSharedBroadcastDefaultMax;
   return config;
 }
 

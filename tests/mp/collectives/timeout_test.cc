@@ -159,6 +159,40 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank 
   sync("others-failed");
 }
 
+TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory broadcast names the root that never published",
+                 "[timeout][shared][broadcast]") {
+  if (size() < 2 || !supports_cpu()) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  go.shared_broadcast_max_bytes = 1 << 20;
+  auto pg = make_group(go);
+  TensorList warm{ints({1, 2, 3})};
+  finish(pg->broadcast(warm));  // every rank has its staging and is in step
+  const int skipper = size() - 1;
+  if (rank() != skipper) {
+    TensorList xs{ints({rank()})};
+    collectives::BroadcastOptions o;
+    o.root_rank = skipper;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = pg->broadcast(xs, o);
+    const uint64_t seq = pg->sequence_number();
+    std::string message;
+    try {
+      w->wait(Millis(60'000));
+      FAIL("the broadcast completed although its root, rank " << skipper << ", never called it");
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(seconds_since(t0) < 1.5 + 10.0);
+    CHECK_THAT(message, Contains(fmt::format("broadcast #{}", seq)) &&
+                            Contains("shared-memory broadcast waited") &&
+                            Contains(fmt::format("rank(s) {} to copy in a chunk", skipper)));
+    CHECK(lists_rank(never_joined_list(message), skipper));
+  }
+  sync("others-failed");
+}
+
 TEST_CASE_METHOD(MpFixture, "timeouts: a rank that never sets up the shared-memory pool is named, and nothing "
                  "is left in /dev/shm", "[timeout][shared]") {
   if (size() < 2 || !supports_cpu()) return;

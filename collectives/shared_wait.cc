@@ -1,0 +1,75 @@
+#include "collectives/shared_wait.h"
+
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "base/timer_slack.h"
+
+namespace braid::collectives {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ArrivalWait {
+ public:
+  ArrivalWait(int local_ranks, int64_t bytes)
+      : start_(Clock::now()),
+        spin_(local_ranks <= ::sysconf(_SC_NPROCESSORS_ONLN)),
+        busy_(std::chrono::microseconds(1000 + bytes / 1000)) {}
+
+  void pause() {
+    const auto waited = Clock::now() - start_;
+    if (spin_ && waited < std::chrono::microseconds(20)) return;
+    if (waited < busy_) {
+      ::sched_yield();
+      return;
+    }
+    if (!slack_tightened_) {
+      tighten_timer_slack();
+      slack_tightened_ = true;
+    }
+    const timespec ts{0, static_cast<long>(sleep_.count() * 1000)};
+    ::nanosleep(&ts, nullptr);
+    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(50));
+  }
+
+ private:
+  Clock::time_point start_;
+  bool spin_;
+  std::chrono::microseconds busy_;
+  std::chrono::microseconds sleep_{1};
+  bool slack_tightened_ = false;
+};
+
+}  // namespace
+
+void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t target, int64_t bytes,
+                    const OpContext& ctx, const char* op, const char* what) {
+  ArrivalWait wait(pool.size(), bytes);
+  const auto start = Clock::now();
+  for (int r = ranks.begin; r < ranks.end; ++r) {
+    while (pool.slot(r, lane).arrived.load(std::memory_order_acquire) < target) {
+      if (ctx.deadline.expired()) {
+        std::vector<int> missing;
+        for (int q = ranks.begin; q < ranks.end; ++q) {
+          if (pool.slot(q, lane).arrived.load(std::memory_order_acquire) < target) missing.push_back(q);
+        }
+        BRAID_THROW(TimeoutError, "{}: the shared-memory {} waited {:.0f} ms for rank(s) {} to {}", ctx.what, op,
+                    std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
+                    fmt::join(missing, ", "), what);
+      }
+      wait.pause();
+    }
+  }
+}
+
+}  // namespace braid::collectives

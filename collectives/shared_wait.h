@@ -1,0 +1,29 @@
+// Waiting for other ranks' progress words in a SharedMemoryPool's control slots, shared by the collectives
+// that run through shared memory (shared_allreduce.h, shared_broadcast.h).
+//
+// The wait spins briefly when every rank of the pool has a core (they are then running and about to
+// arrive), yields through a busy window that covers the copy or reduction of the op's bytes, then sleeps
+// in growing steps (up to 50 µs) so that a rank far behind (still computing) gets the core. It ends at
+// the op's deadline with a TimeoutError naming the ranks that had not arrived.
+#pragma once
+
+#include <cstdint>
+
+#include "collectives/queued_process_group.h"
+#include "collectives/shared_memory_pool.h"
+
+namespace braid::collectives {
+
+// Ranks [begin, end) of the pool.
+struct RankRange {
+  int begin;
+  int end;
+};
+inline RankRange all_ranks(const SharedMemoryPool& pool) { return {0, pool.size()}; }
+
+// Returns once slot(r, lane).arrived >= target for every r in `ranks`. `what` ends the timeout message:
+// "<ctx.what>: the shared-memory <op> waited N ms for rank(s) 1, 3 to <what>".
+void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t target, int64_t bytes,
+                    const OpContext& ctx, const char* op, const char* what);
+
+}  // namespace braid::collectives

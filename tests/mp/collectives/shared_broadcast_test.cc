@@ -1,0 +1,139 @@
+// Broadcast through shared memory (collectives/shared_broadcast.h): exact results for sizes around the
+// staging chunk and for every root, the path really taken (QueuedProcessGroup::shared_broadcasts) on every
+// engine that allows it (gloo by default, mpi when asked), many broadcasts in flight on every lane mixed
+// with the engine's ops, the engine taking over above the maximum, and a size mismatch named. The
+// timeout case is in timeout_test.cc.
+#include "collectives/queued_process_group.h"
+#include "collectives/shared_broadcast.h"
+#include "tests/mp/support/mp_test.h"
+
+using namespace braid;
+using namespace braid::mp;
+using Catch::Contains;
+
+namespace {
+
+constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes);
+
+// Options of a group whose broadcasts go through shared memory at every size, whatever the engine.
+GroupOptions shared_broadcasts(int threads = 2, int64_t max_bytes = int64_t{1} << 40) {
+  GroupOptions go;
+  go.threads = threads;
+  go.shared_broadcast_max_bytes = max_bytes;
+  return go;
+}
+
+collectives::QueuedProcessGroup& queued(const std::shared_ptr<ProcessGroup>& pg) {
+  auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
+  REQUIRE(q != nullptr);
+  return *q;
+}
+
+// Root `root`'s byte at i; every other rank starts from a pattern of its own.
+uint8_t pattern(int64_t i, int root) { return static_cast<uint8_t>((i * 31 + root * 7 + (i >> 12)) & 0xff); }
+
+Tensor message(int64_t bytes, int owner) {
+  Tensor t = empty({bytes}, TensorOptions(DType::UInt8));
+  for (int64_t i = 0; i < bytes; ++i) t.data<uint8_t>()[i] = pattern(i, owner);
+  return t;
+}
+
+int64_t mismatches(const Tensor& t, int root) {
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) wrong += t.data<uint8_t>()[i] != pattern(i, root);
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: sizes around the staging chunk, every root", "[broadcast][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(shared_broadcasts());
+  auto& q = queued(pg);
+  for (int64_t bytes : {int64_t{1}, int64_t{4096}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 12}) {
+    for (int root = 0; root < size(); ++root) {
+      INFO(bytes << " bytes from root " << root);
+      TensorList xs{message(bytes, rank() == root ? root : size() + rank())};
+      collectives::BroadcastOptions o;
+      o.root_rank = root;
+      const uint64_t before = q.shared_broadcasts();
+      finish(pg->broadcast(xs, o));
+      CHECK(q.shared_broadcasts() == before + 1);
+      CHECK(mismatches(xs[0], root) == 0);
+    }
+  }
+  // Non-contiguous, float and bool tensors are staged into a flat buffer first and come back as such.
+  Tensor wide = zeros({4, 2}, DType::Float32);
+  if (rank() == 1) wide.select(1, 0).copy_(floats({1.5, -2.0, 3.25, 4.0}));
+  TensorList ws{wide.select(1, 0)};
+  collectives::BroadcastOptions from1;
+  from1.root_rank = 1;
+  finish(pg->broadcast(ws, from1));
+  CHECK_THAT(wide.select(1, 0), Equals(floats({1.5, -2.0, 3.25, 4.0})));
+  CHECK_THAT(wide.select(1, 1), Equals(zeros({4}, DType::Float32)));
+  TensorList bs{rank() == 1 ? ints({1, 0, 1}, DType::Bool) : zeros({3}, DType::Bool)};
+  finish(pg->broadcast(bs, from1));
+  CHECK_THAT(bs[0], Equals(ints({1, 0, 1}, DType::Bool)));
+}
+
+TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: many in flight on every lane, mixed with the engine's ops",
+                 "[broadcast][shared][lanes][stress]") {
+  if (!supports_cpu() || size() < 2) return;
+  // Up to 64 KiB through shared memory; the 256 KiB ones and the allreduces go to the engine on the same
+  // lanes, in between.
+  auto pg = make_group(shared_broadcasts(8, 64 * 1024));
+  auto& q = queued(pg);
+  constexpr int kOps = 96;
+  std::vector<TensorList> broadcasts, sums;
+  std::vector<std::shared_ptr<Work>> works;
+  int shared = 0;
+  for (int i = 0; i < kOps; ++i) {
+    const int root = (i * 5) % size();
+    const int64_t bytes = i % 3 == 2 ? kChunk : 1000 + 677 * i;  // 256 KiB, or 1000 B .. 64 KiB
+    shared += bytes <= 64 * 1024;
+    broadcasts.push_back({message(bytes, rank() == root ? root : size() + rank())});
+    collectives::BroadcastOptions o;
+    o.root_rank = root;
+    works.push_back(pg->broadcast(broadcasts.back(), o));
+    sums.push_back({full({33}, static_cast<double>(rank() + i))});
+    works.push_back(pg->allreduce(sums.back()));
+  }
+  for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait(Millis(60'000));
+  for (int i = 0; i < kOps; ++i) {
+    INFO("op " << i);
+    CHECK(mismatches(broadcasts[static_cast<size_t>(i)][0], (i * 5) % size()) == 0);
+    const double want = size() * (size() - 1) / 2.0 + static_cast<double>(size()) * i;
+    CHECK_THAT(sums[static_cast<size_t>(i)][0], Equals(full({33}, want)));
+  }
+  CHECK(q.shared_broadcasts() == static_cast<uint64_t>(shared));
+}
+
+TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: the engine's above the maximum and when it is 0",
+                 "[broadcast][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  for (int64_t max : {int64_t{0}, int64_t{4096}}) {
+    INFO("maximum " << max);
+    auto pg = make_group(shared_broadcasts(2, max));
+    TensorList xs{message(4097, rank())};
+    finish(pg->broadcast(xs));
+    CHECK(mismatches(xs[0], 0) == 0);
+    CHECK(queued(pg).shared_broadcasts() == 0);
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: a rank expecting another size fails, naming both sizes",
+                 "[broadcast][shared][checks]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(shared_broadcasts());
+  const int odd = size() - 1;
+  TensorList xs{message(rank() == odd ? 200 : 100, rank())};
+  auto w = pg->broadcast(xs);
+  if (rank() == odd) {
+    CHECK_THROWS_WITH(w->wait(Millis(60'000)), Contains("invalid tensor size") && Contains("broadcasts 100 bytes") &&
+                                                   Contains(fmt::format("rank {} expects 200", odd)));
+  } else {
+    w->wait(Millis(60'000));
+    CHECK(mismatches(xs[0], 0) == 0);
+  }
+  sync("mismatch-seen");
+}
