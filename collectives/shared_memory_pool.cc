@@ -1,10 +1,12 @@
 #include "collectives/shared_memory_pool.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -29,6 +31,13 @@ std::string host_identity() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   return std::string(host) + "/" + boot;
+}
+
+// The PID namespace this process sees, e.g. "pid:[4026531836]": process ids are comparable only within one.
+std::string pid_namespace() {
+  char buf[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
 }
 
 std::string segment_name(int rank) {
@@ -105,15 +114,29 @@ std::shared_ptr<SharedMemoryPool> SharedMemoryPool::create(store::Store& store, 
   std::tie(setup.fd, own) = create_own(setup.name, reserve_bytes, why);
   setup.segments[rank] = own;
   setup.named = own != nullptr;
-  store.set(keys("segment")[rank], store::to_bytes(own != nullptr ? me + "\n" + setup.name : "-\n" + why));
+  // "<host>\n<segment name>\n<PID namespace> <pid>", or "-\n<why not>".
+  const std::string my_process = fmt::format("{} {}", pid_namespace(), ::getpid());
+  store.set(keys("segment")[rank],
+            store::to_bytes(own != nullptr ? me + "\n" + setup.name + "\n" + my_process : "-\n" + why));
 
   bool ok = own != nullptr;
+  std::vector<int> pids(static_cast<size_t>(size), 0);
+  pids[static_cast<size_t>(rank)] = ::getpid();
   const auto published = store.multi_get(keys("segment"), timeout);
   for (int r = 0; r < size && ok; ++r) {
     if (r == rank) continue;
     const std::string v = store::to_string(published[r]);
     const auto nl = v.find('\n');
-    const std::string host = v.substr(0, nl), peer = v.substr(nl + 1);
+    const std::string host = v.substr(0, nl);
+    std::string peer = v.substr(nl + 1);
+    if (const auto nl2 = peer.find('\n'); host != "-" && nl2 != std::string::npos) {
+      const std::string process = peer.substr(nl2 + 1);
+      peer.resize(nl2);
+      const auto space = process.rfind(' ');
+      if (space != std::string::npos && process.substr(0, space) == pid_namespace()) {
+        pids[static_cast<size_t>(r)] = std::atoi(process.c_str() + space + 1);
+      }
+    }
     if (host != me) {
       why = host == "-" ? fmt::format("rank {} has no segment ({})", r, peer) : fmt::format("rank {} is on another host", r);
       ok = false;
@@ -132,20 +155,32 @@ std::shared_ptr<SharedMemoryPool> SharedMemoryPool::create(store::Store& store, 
                                       ok ? "another rank could not share" : why);
     return nullptr;
   }
-  auto pool = std::shared_ptr<SharedMemoryPool>(new SharedMemoryPool(rank, reserve_bytes, setup.fd, setup.segments));
+  auto pool = std::shared_ptr<SharedMemoryPool>(
+      new SharedMemoryPool(rank, reserve_bytes, setup.fd, setup.segments, std::move(pids)));
   setup.fd = -1;
   setup.segments.clear();
   return pool;
 }
 
-SharedMemoryPool::SharedMemoryPool(int rank, size_t reserve_bytes, int own_fd, std::vector<char*> segments)
-    : rank_(rank), reserve_(reserve_bytes), own_fd_(own_fd), segments_(std::move(segments)), next_(kControlBytes) {
+SharedMemoryPool::SharedMemoryPool(int rank, size_t reserve_bytes, int own_fd, std::vector<char*> segments,
+                                   std::vector<int> pids)
+    : rank_(rank),
+      reserve_(reserve_bytes),
+      own_fd_(own_fd),
+      segments_(std::move(segments)),
+      pids_(std::move(pids)),
+      next_(kControlBytes) {
   for (int lane = 0; lane < kMaxLanes; ++lane) new (&slot(rank_, lane)) ControlSlot();
 }
 
 SharedMemoryPool::~SharedMemoryPool() {
   for (char* s : segments_) munmap(s, reserve_);
   close(own_fd_);
+}
+
+bool SharedMemoryPool::exited(int rank) const {
+  const int pid = pids_[static_cast<size_t>(rank)];
+  return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 SharedMemoryPool::ControlSlot& SharedMemoryPool::slot(int rank, int lane) const {

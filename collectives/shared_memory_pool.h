@@ -61,19 +61,24 @@ class SharedMemoryPool {
   int64_t offset_of(const void* p, size_t nbytes) const;
 
   char* segment(int rank) const { return segments_[rank]; }
+  // Whether `rank`'s process is known to have exited: false while it runs, and when this rank cannot tell
+  // (another PID namespace). Lets a wait on a peer that died end at once instead of at its deadline.
+  bool exited(int rank) const;
+  int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   ControlSlot& slot(int rank, int lane) const;
   // How many shared-memory collectives this rank has run on `lane` (used by whoever runs the lane's ops,
   // one at a time).
   uint64_t& generation(int lane) { return generations_[lane]; }
 
  private:
-  SharedMemoryPool(int rank, size_t reserve_bytes, int own_fd, std::vector<char*> segments);
+  SharedMemoryPool(int rank, size_t reserve_bytes, int own_fd, std::vector<char*> segments, std::vector<int> pids);
   static size_t block_size(size_t nbytes);
 
   int rank_;
   size_t reserve_;
   int own_fd_;
   std::vector<char*> segments_;  // every rank's mapping, this rank's included
+  std::vector<int> pids_;        // every rank's process id in this PID namespace, 0 when unknown
   uint64_t generations_[kMaxLanes] = {};
 
   mutable std::mutex mu_;

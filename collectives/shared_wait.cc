@@ -19,6 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a long wait checks that the rank it waits for still runs (one kill(pid, 0)).
+constexpr std::chrono::milliseconds kLivenessEvery{100};
+
 class ArrivalWait {
  public:
   ArrivalWait(int local_ranks, int64_t bytes)
@@ -56,8 +59,17 @@ void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t 
                     const OpContext& ctx, const char* op, const char* what) {
   ArrivalWait wait(pool.size(), bytes);
   const auto start = Clock::now();
+  auto next_liveness_check = start + kLivenessEvery;
   for (int r = ranks.begin; r < ranks.end; ++r) {
     while (pool.slot(r, lane).arrived.load(std::memory_order_acquire) < target) {
+      if (const auto now = Clock::now(); now >= next_liveness_check) {
+        next_liveness_check = now + kLivenessEvery;
+        if (pool.exited(r)) {
+          BRAID_THROW(CommError, "{}: rank {} (pid {}) exited while the shared-memory {} waited {:.0f} ms for it to {}",
+                      ctx.what, r, pool.pid(r), op, std::chrono::duration<double, std::milli>(now - start).count(),
+                      what);
+        }
+      }
       if (ctx.deadline.expired()) {
         std::vector<int> missing;
         for (int q = ranks.begin; q < ranks.end; ++q) {

@@ -4,7 +4,8 @@
 // The wait spins briefly when every rank of the pool has a core (they are then running and about to
 // arrive), yields through a busy window that covers the copy or reduction of the op's bytes, then sleeps
 // in growing steps (up to 50 µs) so that a rank far behind (still computing) gets the core. It ends at
-// the op's deadline with a TimeoutError naming the ranks that had not arrived.
+// the op's deadline with a TimeoutError naming the ranks that had not arrived, or, within 100 ms, with a
+// CommError when the rank it waits for has exited (a crashed peer closes no socket here to tell).
 #pragma once
 
 #include <cstdint>

@@ -1,14 +1,21 @@
 // SharedMemoryPool on its own, one rank over a HashStore: blocks are carved, reused by size, bounded by
 // the reserve, found by offset_of; the segment name is gone from /dev/shm once the pool is set up; and the
-// control slots start cleared. The multi-rank protocol is in tests/mp/collectives/shared_allreduce_test.cc.
+// control slots start cleared; and a wait on a peer whose process exited ends at once (two processes, a
+// fork). The multi-rank protocols are in tests/mp/collectives/shared_allreduce_test.cc and
+// shared_broadcast_test.cc.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
+#include "base/error.h"
 #include "collectives/shared_memory_pool.h"
+#include "collectives/shared_wait.h"
+#include "store/file_store.h"
 #include "store/hash_store.h"
 
 using namespace braid;
@@ -72,5 +79,54 @@ TEST_CASE("shared-memory pool: control slots start cleared", "[collectives][shm]
     CHECK(pool->slot(0, lane).arrived.load() == 0);
     CHECK(pool->slot(0, lane).offset == -1);
     CHECK(pool->generation(lane) == 0);
+  }
+}
+
+TEST_CASE("shared-memory pool: a wait on a rank whose process exited fails at once, naming it", "[collectives][shm]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("braid-shm-exit-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "store").string();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Rank 1: joins the pool, then exits without ever arriving in a control slot.
+    int code = 1;
+    try {
+      store::FileStore store(path, 2, Millis(10'000));
+      code = SharedMemoryPool::create(store, "exit-test/", 1, 2, size_t{1} << 20, Millis(10'000)) ? 0 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  std::shared_ptr<SharedMemoryPool> pool;
+  {
+    store::FileStore store(path, 2, Millis(10'000));
+    pool = SharedMemoryPool::create(store, "exit-test/", 0, 2, size_t{1} << 20, Millis(10'000));
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  std::filesystem::remove_all(dir);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(pool != nullptr);
+  CHECK(pool->pid(1) == child);
+  CHECK(pool->exited(1));
+  CHECK_FALSE(pool->exited(0));
+
+  OpContext ctx;
+  ctx.what = "broadcast #7 on group 'g' (rank 0/2, gloo)";
+  ctx.deadline = Deadline::after(Millis(30'000));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(wait_for_ranks(*pool, 0, {1, 2}, 1, 4096, ctx, "broadcast", "copy in a chunk"), CommError);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  try {
+    wait_for_ranks(*pool, 0, {1, 2}, 1, 4096, ctx, "broadcast", "copy in a chunk");
+  } catch (const CommError& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.find("broadcast #7 on group 'g'") != std::string::npos);
+    CHECK(message.find("rank 1 (pid " + std::to_string(child) + ") exited while the shared-memory broadcast") !=
+          std::string::npos);
   }
 }
