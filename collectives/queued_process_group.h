@@ -218,8 +218,8 @@ class QueuedProcessGroup : public ProcessGroup {
   // engine's.
   bool try_shared_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx);
   // A broadcast through the group's shared-memory staging (shared_broadcast.h) when the engine allows it,
-  // the message is small enough and every rank is on this host; false: run the engine's. The first such
-  // broadcast sets the staging up, collectively.
+  // the message is not above its maximum and every rank is on this host; false: run the engine's. The
+  // first such broadcast sets the staging up, collectively.
   bool try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx);
   // Sparse COO allreduce (SUM): allgather of nnz counts, then of padded indices and values.
   TensorList sparse_allreduce(const TensorList& tensors, const OpContext& ctx);

@@ -1,5 +1,5 @@
 // QueuedProcessGroup's shared-memory paths: the pool behind empty_shared() and the allreduce through it
-// (shared_memory_pool.h, shared_allreduce.h), and the staging for small broadcasts (shared_broadcast.h).
+// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts go through (shared_broadcast.h).
 #include <fmt/format.h>
 
 #include "collectives/queued_process_group.h"

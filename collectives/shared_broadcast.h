@@ -6,8 +6,9 @@
 //
 // SharedStaging is a small SharedMemoryPool (its own segments, not the empty_shared pool) holding two
 // staging blocks per lane. Each block starts with a 64-byte header (the whole message's size, which
-// readers check against their own) and holds one chunk of up to kStagingChunkBytes (256 KiB - 64). Every rank carves the
-// blocks in the same order from a fresh pool, so a block has the same offset in every rank's segment.
+// readers check against their own) and holds one chunk of up to kStagingChunkBytes (256 KiB - 64). Every
+// rank carves the blocks in the same order from a fresh pool, so a block has the same offset in every
+// rank's segment.
 //
 // Protocol for the g-th chunk on a lane (g counts per lane, the same on every rank because a lane runs its
 // ops in the same order everywhere and ranks agree on the size), using block g % 2 of the root's segment:

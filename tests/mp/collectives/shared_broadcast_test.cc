@@ -46,7 +46,8 @@ int64_t mismatches(const Tensor& t, int root) {
 
 }  // namespace
 
-TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: sizes around the staging chunk, every root", "[broadcast][shared]") {
+TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: sizes around the staging chunk, every root",
+                 "[broadcast][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(shared_broadcasts());
   auto& q = queued(pg);
