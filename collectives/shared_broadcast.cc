@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "base/check.h"
 #include "base/error.h"
+#include "base/logging.h"
 #include "collectives/shared_wait.h"
 
 namespace braid::collectives {
@@ -21,13 +24,22 @@ std::unique_ptr<SharedStaging> SharedStaging::create(store::Store& store, const 
   std::vector<size_t> offsets;
   for (int i = 0; i < 2 * lanes; ++i) {
     char* p = static_cast<char*>(pool->allocate(block));
-    // Every rank carves the same sizes from a fresh pool; a failure here (a full /dev/shm) would leave the
-    // ranks disagreeing, so it is an error, not a fallback.
-    if (p == nullptr) {
-      BRAID_THROW(CommError, "shared-memory staging (rank {}/{}): could not reserve {} blocks of {} bytes in /dev/shm",
-                  rank, size, 2 * lanes, block);
-    }
+    if (p == nullptr) break;  // a full /dev/shm
     offsets.push_back(static_cast<size_t>(p - pool->segment(rank)));
+  }
+  // Every rank carves the same sizes from a fresh pool, so the offsets agree; whether every rank got its
+  // blocks is one more verdict for all: without, every rank leaves broadcasts to the engine.
+  const bool mine = offsets.size() == static_cast<size_t>(2 * lanes);
+  const int64_t gen = (store.add(prefix + "blocks-generation", 1) - 1) / size;
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(fmt::format("{}blocks/{}/{}", prefix, gen, r));
+  store.set(keys[static_cast<size_t>(rank)], store::to_bytes(mine ? "1" : "0"));
+  for (const auto& v : store.multi_get(keys, timeout)) {
+    if (store::to_string(v) != "1") {
+      logging::get("braid.coll")->debug("shared-memory staging not set up on rank {}: {}", rank,
+                                        mine ? "another rank could not reserve its blocks" : "/dev/shm is full");
+      return nullptr;
+    }
   }
   return std::unique_ptr<SharedStaging>(new SharedStaging(std::move(pool), lanes, std::move(offsets)));
 }

@@ -41,7 +41,8 @@ inline constexpr size_t kStagingChunkBytes = kStagingBlockBytes - kStagingHeader
 class SharedStaging {
  public:
   // Collective over the group's `size` ranks, like SharedMemoryPool::create: null on every rank when any
-  // rank cannot share memory with the others. Lanes beyond SharedMemoryPool::kMaxLanes get no blocks.
+  // rank cannot share memory with the others or reserve its blocks. Lanes beyond
+  // SharedMemoryPool::kMaxLanes get no blocks.
   static std::unique_ptr<SharedStaging> create(store::Store& store, const std::string& prefix, int rank, int size,
                                                int lanes, Millis timeout);
 

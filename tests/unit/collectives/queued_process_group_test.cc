@@ -25,7 +25,8 @@ namespace {
 class FakeEngine final : public QueuedProcessGroup {
  public:
   explicit FakeEngine(int lanes = 1, std::shared_ptr<store::Store> store = nullptr)
-      : QueuedProcessGroup(0, 1, "fake", Config{lanes, std::move(store), Millis(5000), std::nullopt}) {}
+      : QueuedProcessGroup(0, 1, "fake",
+                           Config{lanes, std::move(store), Millis(5000), std::nullopt, std::nullopt, 0}) {}
   ~FakeEngine() override { shutdown(); }
   std::string backend_name() const override { return "fake"; }
 
