@@ -13,7 +13,7 @@
 #include "base/check.h"
 #include "base/env.h"
 #include "base/logging.h"
-#include "collectives/shared_broadcast.h"
+#include "collectives/shared_staging.h"
 #include "collectives/staging.h"
 
 namespace braid::collectives {
@@ -50,10 +50,10 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-int64_t shared_broadcast_max_from(const QueuedProcessGroup::Config& config) {
-  if (config.shared_broadcast_max_bytes) return *config.shared_broadcast_max_bytes;
-  const auto v = env::get("BRAID_SHM_BROADCAST_MAX_BYTES");
-  return v ? env::parse_size(*v, "BRAID_SHM_BROADCAST_MAX_BYTES") : config.shared_broadcast_default_max;
+int64_t shared_staging_max_from(const QueuedProcessGroup::Config& config) {
+  if (config.shared_staging_max_bytes) return *config.shared_staging_max_bytes;
+  const auto v = env::get("BRAID_SHM_STAGING_MAX_BYTES");
+  return v ? env::parse_size(*v, "BRAID_SHM_STAGING_MAX_BYTES") : config.shared_staging_default_max;
 }
 
 bool detail_mode_from_env() {
@@ -163,12 +163,12 @@ QueuedProcessGroup::QueuedProcessGroup(int rank, int size, std::string name, Con
           env::parse_size(env::get("BRAID_SHM_POOL_BYTES").value_or("4G"), "BRAID_SHM_POOL_BYTES"))),
       shared_min_bytes_(config_.shared_min_bytes.value_or(env::parse_size(
           env::get("BRAID_SHM_ALLREDUCE_MIN_BYTES").value_or("64K"), "BRAID_SHM_ALLREDUCE_MIN_BYTES"))),
-      shared_broadcast_max_(shared_broadcast_max_from(config_)),
+      shared_staging_max_(shared_staging_max_from(config_)),
       watcher_(std::make_shared<Watcher>()) {
   BRAID_CHECK_ARG(config_.lanes >= 1 && config_.lanes <= 64, "process group '{}': lanes must be in [1, 64], got {}",
                   this->name(), config_.lanes);
-  BRAID_CHECK_ARG(shared_broadcast_max_ >= 0, "process group '{}': the shared-memory broadcast's maximum size must be "
-                  ">= 0, got {}", this->name(), shared_broadcast_max_);
+  BRAID_CHECK_ARG(shared_staging_max_ >= 0, "process group '{}': the shared-memory staging's maximum size must be "
+                  ">= 0, got {}", this->name(), shared_staging_max_);
   BRAID_CHECK_ARG(shared_min_bytes_ >= 0, "process group '{}': the shared-memory allreduce's minimum size must be "
                   ">= 0, got {}", this->name(), shared_min_bytes_);
   set_timeout(config_.timeout);

@@ -78,10 +78,10 @@ class QueuedProcessGroup : public ProcessGroup {
     Millis timeout = kDefaultCollectiveTimeout;
     // BackendOptions::shared_memory_min_bytes.
     std::optional<int64_t> shared_min_bytes;
-    // BackendOptions::shared_broadcast_max_bytes, and the engine's default when neither it nor
-    // BRAID_SHM_BROADCAST_MAX_BYTES is set (0: broadcasts go to the engine).
-    std::optional<int64_t> shared_broadcast_max_bytes;
-    int64_t shared_broadcast_default_max = 0;
+    // BackendOptions::shared_staging_max_bytes, and the engine's default when neither it nor
+    // BRAID_SHM_STAGING_MAX_BYTES is set (0: broadcasts and allreduces go to the engine).
+    std::optional<int64_t> shared_staging_max_bytes;
+    int64_t shared_staging_default_max = 0;
   };
 
   QueuedProcessGroup(int rank, int size, std::string name, Config config);
@@ -123,8 +123,9 @@ class QueuedProcessGroup : public ProcessGroup {
   Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu()) override;
   // How many allreduces this rank ran through the pool (for tests and logs).
   uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
-  // How many broadcasts this rank ran through shared memory (for tests and logs).
+  // How many broadcasts and allreduces this rank ran through the shared-memory staging (for tests and logs).
   uint64_t shared_broadcasts() const { return shared_broadcasts_.load(); }
+  uint64_t staged_allreduces() const { return staged_allreduces_.load(); }
 
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const;
@@ -214,13 +215,16 @@ class QueuedProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> post_p2p(const char* op, TensorList& tensors, int peer, int tag, bool is_send);
   // The pool for ops with sequence number `seq` and later (null: none yet, or none for this op).
   std::shared_ptr<SharedMemoryPool> shared_pool_for(uint64_t seq);
-  // An allreduce through the pool when every rank's buffer is in it (shared_allreduce.h); false: run the
-  // engine's.
+  // An allreduce through the pool when every rank's buffer is in it (shared_allreduce.h), else through the
+  // staging (staged_allreduce.h) when staging_for() gives one; false: run the engine's.
   bool try_shared_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx);
-  // A broadcast through the group's shared-memory staging (shared_broadcast.h) when the engine allows it,
-  // the message is not above its maximum and every rank is on this host; false: run the engine's. The
-  // first such broadcast sets the staging up, collectively.
+  // A broadcast through the staging (shared_broadcast.h) when staging_for() gives one; false: run the
+  // engine's.
   bool try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx);
+  // The group's staging for an op on `buffer`, when the engine allows it, the buffer is on the CPU and not
+  // above the maximum, and every rank is on this host; null: the engine's. The first call sets the staging
+  // up, collectively.
+  SharedStaging* staging_for(const Tensor& buffer, const OpContext& ctx);
   // Sparse COO allreduce (SUM): allgather of nnz counts, then of padded indices and values.
   TensorList sparse_allreduce(const TensorList& tensors, const OpContext& ctx);
 
@@ -233,11 +237,12 @@ class QueuedProcessGroup : public ProcessGroup {
   std::shared_ptr<SharedMemoryPool> pool_;   // GUARDED_BY(pool_mu_)
   uint64_t pool_first_seq_ = 0;              // GUARDED_BY(pool_mu_)
   std::atomic<uint64_t> shared_allreduces_{0};
-  int64_t shared_broadcast_max_;                   // BRAID_SHM_BROADCAST_MAX_BYTES
+  int64_t shared_staging_max_;                   // BRAID_SHM_STAGING_MAX_BYTES
   std::mutex staging_mu_;
   bool staging_tried_ = false;                     // GUARDED_BY(staging_mu_)
   std::unique_ptr<SharedStaging> staging_;         // GUARDED_BY(staging_mu_) until staging_tried_
   std::atomic<uint64_t> shared_broadcasts_{0};
+  std::atomic<uint64_t> staged_allreduces_{0};
   std::shared_ptr<Watcher> watcher_;          // one thread for every lane's waiter-mode looks
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;

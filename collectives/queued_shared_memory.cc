@@ -1,11 +1,13 @@
 // QueuedProcessGroup's shared-memory paths: the pool behind empty_shared() and the allreduce through it
-// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts go through (shared_broadcast.h).
+// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts and the allreduces of other
+// buffers go through (shared_staging.h, shared_broadcast.h, staged_allreduce.h).
 #include <fmt/format.h>
 
 #include "collectives/queued_process_group.h"
 #include "collectives/shared_allreduce.h"
 #include "collectives/shared_broadcast.h"
 #include "collectives/shared_memory_pool.h"
+#include "collectives/staged_allreduce.h"
 
 namespace braid::collectives {
 
@@ -43,37 +45,45 @@ std::shared_ptr<SharedMemoryPool> QueuedProcessGroup::shared_pool_for(uint64_t s
 }
 
 bool QueuedProcessGroup::try_shared_allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
-  // Every condition before the pool's own exchange must read the same on every rank: the op, dtype and
-  // size are the same everywhere by the collective's contract, and so is whether a pool exists for seq.
+  // Every condition before a shared exchange must read the same on every rank: the op, dtype and size are
+  // the same everywhere by the collective's contract, the limits by configuration, and whether a pool
+  // exists for seq or the staging at all by their collective setups.
   if (!shared_allreduce_supports(buffer.dtype(), op) || !buffer.device().is_cpu() ||
-      static_cast<int64_t>(buffer.nbytes()) < shared_min_bytes_ || ctx.lane >= SharedMemoryPool::kMaxLanes) {
+      ctx.lane >= SharedMemoryPool::kMaxLanes) {
     return false;
   }
-  const auto pool = shared_pool_for(ctx.seq);
-  if (!pool || !shared_allreduce(*pool, buffer, ctx)) return false;
-  shared_allreduces_.fetch_add(1);
+  if (static_cast<int64_t>(buffer.nbytes()) >= shared_min_bytes_) {
+    const auto pool = shared_pool_for(ctx.seq);
+    if (pool && shared_allreduce(*pool, buffer, ctx)) {
+      shared_allreduces_.fetch_add(1);
+      return true;
+    }
+  }
+  SharedStaging* staging = staging_for(buffer, ctx);
+  if (staging == nullptr) return false;
+  staged_allreduce(*staging, buffer, ctx);
+  staged_allreduces_.fetch_add(1);
   return true;
 }
 
+SharedStaging* QueuedProcessGroup::staging_for(const Tensor& buffer, const OpContext& ctx) {
+  if (shared_staging_max_ == 0 || buffer.nbytes() == 0 || !config_.store || size() < 2 || !buffer.device().is_cpu() ||
+      static_cast<int64_t>(buffer.nbytes()) > shared_staging_max_ || ctx.lane >= SharedMemoryPool::kMaxLanes) {
+    return nullptr;
+  }
+  // Another lane's op may be setting the staging up: it waits here for the store exchange, which the other
+  // ranks join from whichever of their ops gets here first (the keys are the group's, not an op's).
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  if (!staging_tried_) {
+    staging_ = SharedStaging::create(*config_.store, fmt::format("braid/pg/{}/shm-staging/", name()), rank(), size(),
+                                     lanes(), ctx.deadline.remaining());
+    staging_tried_ = true;
+  }
+  return staging_.get();
+}
+
 bool QueuedProcessGroup::try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx) {
-  // As for the allreduce, every condition reads the same on every rank: the size and device by the
-  // collective's contract, the maximum by configuration, whether staging exists by its collective setup.
-  if (shared_broadcast_max_ == 0 || buffer.nbytes() == 0 || !config_.store || size() < 2 || !buffer.device().is_cpu() ||
-      static_cast<int64_t>(buffer.nbytes()) > shared_broadcast_max_ || ctx.lane >= SharedMemoryPool::kMaxLanes) {
-    return false;
-  }
-  SharedStaging* staging = nullptr;
-  {
-    // Another lane's op may be setting the staging up: it waits here for the store exchange, which the
-    // other ranks join from whichever of their ops gets here first (the keys are the group's, not an op's).
-    std::lock_guard<std::mutex> lock(staging_mu_);
-    if (!staging_tried_) {
-      staging_ = SharedStaging::create(*config_.store, fmt::format("braid/pg/{}/shm-staging/", name()), rank(), size(),
-                                       lanes(), ctx.deadline.remaining());
-      staging_tried_ = true;
-    }
-    staging = staging_.get();
-  }
+  SharedStaging* staging = staging_for(buffer, ctx);
   if (staging == nullptr) return false;
   shared_broadcast(*staging, buffer, root, ctx);
   shared_broadcasts_.fetch_add(1);

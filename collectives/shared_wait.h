@@ -1,5 +1,5 @@
 // Waiting for other ranks' progress words in a SharedMemoryPool's control slots, shared by the collectives
-// that run through shared memory (shared_allreduce.h, shared_broadcast.h).
+// that run through shared memory (shared_allreduce.h, shared_broadcast.h, staged_allreduce.h).
 //
 // The wait spins briefly when every rank of the pool has a core (they are then running and about to
 // arrive), yields through a busy window that covers the copy or reduction of the op's bytes, then sleeps

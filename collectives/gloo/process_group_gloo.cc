@@ -41,9 +41,10 @@ struct ProcessGroupGloo::LaneContext {
 
 namespace {
 
-// Broadcasts up to this size go through shared memory when the group's ranks share a host
-// (shared_broadcast.h); gloo's binomial tree over TCP loopback costs tens of µs per step there.
-constexpr int64_t kSharedBroadcastDefaultMax = int64_t{1} << 40;
+// Broadcasts and allreduces of every size go through shared memory when the group's ranks share a host
+// (collectives/shared_staging.h): 2-10x faster than gloo's tree, bcube and ring over TCP loopback there
+// (docs/PERFORMANCE.md, "gloo broadcast and allreduce through shared memory").
+constexpr int64_t kSharedStagingDefaultMax = int64_t{1} << 40;
 
 QueuedProcessGroup::Config config_from(const BackendOptions& options) {
   BRAID_CHECK_ARG(options.store != nullptr, "gloo process group '{}': a store is required (gloo bootstraps through it)",
@@ -53,8 +54,8 @@ QueuedProcessGroup::Config config_from(const BackendOptions& options) {
   config.store = options.store;
   config.timeout = options.timeout;
   config.shared_min_bytes = options.shared_memory_min_bytes;
-  config.shared_broadcast_max_bytes = options.shared_broadcast_max_bytes;
-  config.shared_broadcast_default_max = kSharedBroadcastDefaultMax;
+  config.shared_staging_max_bytes = options.shared_staging_max_bytes;
+  config.shared_staging_default_max = kSharedStagingDefaultMax;
   return config;
 }
 

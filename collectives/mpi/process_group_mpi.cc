@@ -72,7 +72,7 @@ QueuedProcessGroup::Config make_config(const BackendOptions& options) {
   config.store = options.store;
   config.timeout = options.timeout;
   config.shared_min_bytes = options.shared_memory_min_bytes;
-  config.shared_broadcast_max_bytes = options.shared_broadcast_max_bytes;
+  config.shared_staging_max_bytes = options.shared_staging_max_bytes;
   return config;
 }
 

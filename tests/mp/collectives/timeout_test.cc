@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <optional>
 #include <cstdlib>
@@ -125,6 +126,33 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allgather is named, 
   sync("others-failed-allgather");
 }
 
+namespace {
+
+// Every rank but `skipper` posts an op through shared memory (`post`) that the skipper never joins: each
+// must fail with a TimeoutError in time, from the shared-memory wait, naming the op and the skipper.
+void expect_shared_wait_timeout(ProcessGroup& pg, int rank, int skipper, const char* op, const std::string& step,
+                                const std::function<std::shared_ptr<Work>()>& post) {
+  if (rank == skipper) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto w = post();
+  const uint64_t seq = pg.sequence_number();
+  std::string message;
+  try {
+    w->wait(Millis(60'000));
+    FAIL("the " << op << " completed although rank " << skipper << " never called it");
+  } catch (const TimeoutError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(seconds_since(t0) < 1.5 + 10.0);
+  CHECK_THAT(message, Contains(fmt::format("{} #{}", op, seq)) &&
+                          Contains(fmt::format("shared-memory {} waited", op)) &&
+                          Contains(fmt::format("rank(s) {} to {}", skipper, step)));
+  CHECK(lists_rank(never_joined_list(message), skipper));
+}
+
+}  // namespace
+
 TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank that never entered it",
                  "[timeout][shared]") {
   if (size() < 2 || !supports_cpu()) return;
@@ -136,26 +164,8 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank 
   x.fill_(1.0);
   TensorList warm{x};
   finish(pg->allreduce(warm));  // every rank has its pool and is in step
-  const int skipper = size() - 1;
-  if (rank() != skipper) {
-    TensorList xs{x};
-    const auto t0 = std::chrono::steady_clock::now();
-    auto w = pg->allreduce(xs);
-    const uint64_t seq = pg->sequence_number();
-    std::string message;
-    try {
-      w->wait(Millis(60'000));
-      FAIL("the allreduce completed although rank " << skipper << " never called it");
-    } catch (const TimeoutError& e) {
-      message = e.what();
-    }
-    INFO(message);
-    CHECK(seconds_since(t0) < 1.5 + 10.0);
-    CHECK_THAT(message, Contains(fmt::format("allreduce #{}", seq)) &&
-                            Contains(fmt::format("shared-memory allreduce waited")) &&
-                            Contains(fmt::format("rank(s) {} to enter it", skipper)));
-    CHECK(lists_rank(never_joined_list(message), skipper));
-  }
+  TensorList xs{x};
+  expect_shared_wait_timeout(*pg, rank(), size() - 1, "allreduce", "enter it", [&] { return pg->allreduce(xs); });
   sync("others-failed");
 }
 
@@ -164,32 +174,29 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory broadcast names the root 
   if (size() < 2 || !supports_cpu()) return;
   GroupOptions go;
   go.timeout = kShortTimeout;
-  go.shared_broadcast_max_bytes = 1 << 20;
+  go.shared_staging_max_bytes = 1 << 20;
   auto pg = make_group(go);
   TensorList warm{ints({1, 2, 3})};
   finish(pg->broadcast(warm));  // every rank has its staging and is in step
-  const int skipper = size() - 1;
-  if (rank() != skipper) {
-    TensorList xs{ints({rank()})};
-    collectives::BroadcastOptions o;
-    o.root_rank = skipper;
-    const auto t0 = std::chrono::steady_clock::now();
-    auto w = pg->broadcast(xs, o);
-    const uint64_t seq = pg->sequence_number();
-    std::string message;
-    try {
-      w->wait(Millis(60'000));
-      FAIL("the broadcast completed although its root, rank " << skipper << ", never called it");
-    } catch (const TimeoutError& e) {
-      message = e.what();
-    }
-    INFO(message);
-    CHECK(seconds_since(t0) < 1.5 + 10.0);
-    CHECK_THAT(message, Contains(fmt::format("broadcast #{}", seq)) &&
-                            Contains("shared-memory broadcast waited") &&
-                            Contains(fmt::format("rank(s) {} to copy in a chunk", skipper)));
-    CHECK(lists_rank(never_joined_list(message), skipper));
-  }
+  TensorList xs{ints({rank()})};
+  collectives::BroadcastOptions o;
+  o.root_rank = size() - 1;
+  expect_shared_wait_timeout(*pg, rank(), size() - 1, "broadcast", "copy in a chunk",
+                             [&] { return pg->broadcast(xs, o); });
+  sync("others-failed");
+}
+
+TEST_CASE_METHOD(MpFixture, "timeouts: a staged allreduce names the rank that never entered it",
+                 "[timeout][shared][allreduce]") {
+  if (size() < 2 || !supports_cpu()) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  go.shared_staging_max_bytes = 1 << 20;
+  auto pg = make_group(go);
+  TensorList warm{floats({1, 2, 3})};
+  finish(pg->allreduce(warm));  // every rank has its staging and is in step
+  TensorList xs{floats({1})};
+  expect_shared_wait_timeout(*pg, rank(), 0, "allreduce", "copy in a chunk", [&] { return pg->allreduce(xs); });
   sync("others-failed");
 }
 

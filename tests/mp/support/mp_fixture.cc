@@ -107,7 +107,7 @@ collectives::BackendOptions MpFixture::backend_options(const GroupOptions& optio
   o.devices = options.devices;
   o.mpi_allreduce_chunk_bytes = options.mpi_allreduce_chunk_bytes;
   o.shared_memory_min_bytes = options.shared_memory_min_bytes;
-  o.shared_broadcast_max_bytes = options.shared_broadcast_max_bytes;
+  o.shared_staging_max_bytes = options.shared_staging_max_bytes;
   return o;
 }
 

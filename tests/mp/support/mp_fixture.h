@@ -56,8 +56,8 @@ struct GroupOptions {
   std::optional<int64_t> mpi_allreduce_chunk_bytes;
   // BackendOptions::shared_memory_min_bytes; unset = the default
   std::optional<int64_t> shared_memory_min_bytes;
-  // BackendOptions::shared_broadcast_max_bytes; unset = the default
-  std::optional<int64_t> shared_broadcast_max_bytes;
+  // BackendOptions::shared_staging_max_bytes; unset = the default
+  std::optional<int64_t> shared_staging_max_bytes;
 };
 
 class MpFixture {

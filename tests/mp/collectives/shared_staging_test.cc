@@ -1,10 +1,11 @@
-// Broadcast through shared memory (collectives/shared_broadcast.h): exact results for sizes around the
-// staging chunk and for every root, the path really taken (QueuedProcessGroup::shared_broadcasts) on every
-// engine that allows it (gloo by default, mpi when asked), many broadcasts in flight on every lane mixed
-// with the engine's ops, the engine taking over above the maximum, and a size mismatch named. The
-// timeout case is in timeout_test.cc.
+// Broadcast and allreduce through the shared-memory staging (collectives/shared_staging.h,
+// shared_broadcast.h, staged_allreduce.h): exact results for sizes around the staging chunk (every root;
+// float32 and float64, SUM and AVG), the path really taken (QueuedProcessGroup::shared_broadcasts,
+// staged_allreduces) on every engine that allows it (gloo by default, mpi when asked), many ops in
+// flight on every lane mixed with the engine's, the engine taking over above the maximum and for what the
+// staging does not reduce, and size mismatches named. The timeout cases are in timeout_test.cc.
 #include "collectives/queued_process_group.h"
-#include "collectives/shared_broadcast.h"
+#include "collectives/shared_staging.h"
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;
@@ -19,7 +20,7 @@ constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes)
 GroupOptions shared_broadcasts(int threads = 2, int64_t max_bytes = int64_t{1} << 40) {
   GroupOptions go;
   go.threads = threads;
-  go.shared_broadcast_max_bytes = max_bytes;
+  go.shared_staging_max_bytes = max_bytes;
   return go;
 }
 
@@ -77,15 +78,15 @@ TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: sizes around the staging c
   CHECK_THAT(bs[0], Equals(ints({1, 0, 1}, DType::Bool)));
 }
 
-TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: many in flight on every lane, mixed with the engine's ops",
-                 "[broadcast][shared][lanes][stress]") {
+TEST_CASE_METHOD(MpFixture, "shared-memory staging: many ops in flight on every lane, mixed with the engine's",
+                 "[broadcast][allreduce][shared][lanes][stress]") {
   if (!supports_cpu() || size() < 2) return;
-  // Up to 64 KiB through shared memory; the 256 KiB ones and the allreduces go to the engine on the same
-  // lanes, in between.
+  // Up to 64 KiB through shared memory; the 256 KiB broadcasts and the int64 allreduces go to the engine
+  // on the same lanes, in between.
   auto pg = make_group(shared_broadcasts(8, 64 * 1024));
   auto& q = queued(pg);
   constexpr int kOps = 96;
-  std::vector<TensorList> broadcasts, sums;
+  std::vector<TensorList> broadcasts, sums, int_sums;
   std::vector<std::shared_ptr<Work>> works;
   int shared = 0;
   for (int i = 0; i < kOps; ++i) {
@@ -96,21 +97,25 @@ TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: many in flight on every la
     collectives::BroadcastOptions o;
     o.root_rank = root;
     works.push_back(pg->broadcast(broadcasts.back(), o));
-    sums.push_back({full({33}, static_cast<double>(rank() + i))});
+    sums.push_back({full({33 + 1000 * (i % 7)}, static_cast<double>(rank() + i))});
     works.push_back(pg->allreduce(sums.back()));
+    int_sums.push_back({full({5}, rank() + i, TensorOptions(DType::Int64))});
+    works.push_back(pg->allreduce(int_sums.back()));
   }
   for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait(Millis(60'000));
   for (int i = 0; i < kOps; ++i) {
     INFO("op " << i);
     CHECK(mismatches(broadcasts[static_cast<size_t>(i)][0], (i * 5) % size()) == 0);
     const double want = size() * (size() - 1) / 2.0 + static_cast<double>(size()) * i;
-    CHECK_THAT(sums[static_cast<size_t>(i)][0], Equals(full({33}, want)));
+    CHECK_THAT(sums[static_cast<size_t>(i)][0], Equals(full({33 + 1000 * (i % 7)}, want)));
+    CHECK_THAT(int_sums[static_cast<size_t>(i)][0], Equals(full({5}, want, TensorOptions(DType::Int64))));
   }
   CHECK(q.shared_broadcasts() == static_cast<uint64_t>(shared));
+  CHECK(q.staged_allreduces() == static_cast<uint64_t>(kOps));
 }
 
-TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: the engine's above the maximum and when it is 0",
-                 "[broadcast][shared]") {
+TEST_CASE_METHOD(MpFixture, "shared-memory staging: the engine's above the maximum and when it is 0",
+                 "[broadcast][allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
   for (int64_t max : {int64_t{0}, int64_t{4096}}) {
     INFO("maximum " << max);
@@ -118,7 +123,11 @@ TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: the engine's above the max
     TensorList xs{message(4097, rank())};
     finish(pg->broadcast(xs));
     CHECK(mismatches(xs[0], 0) == 0);
+    TensorList ys{full({1025}, 1.0)};
+    finish(pg->allreduce(ys));
+    CHECK_THAT(ys[0], Equals(full({1025}, static_cast<double>(size()))));
     CHECK(queued(pg).shared_broadcasts() == 0);
+    CHECK(queued(pg).staged_allreduces() == 0);
   }
 }
 
@@ -136,5 +145,56 @@ TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: a rank expecting another s
     w->wait(Millis(60'000));
     CHECK(mismatches(xs[0], 0) == 0);
   }
+  sync("mismatch-seen");
+}
+
+TEST_CASE_METHOD(MpFixture, "staged allreduce: sizes around the staging chunk, float32 and float64, SUM and AVG",
+                 "[allreduce][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(shared_broadcasts());
+  auto& q = queued(pg);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const auto per_chunk = static_cast<int64_t>(collectives::kStagingChunkBytes / element_size(dt));
+    for (int64_t n : {int64_t{1}, int64_t{15}, per_chunk - 1, per_chunk, per_chunk + 1, 3 * per_chunk + 5}) {
+      for (auto kind : {collectives::ReduceOp::SUM, collectives::ReduceOp::AVG}) {
+        INFO(dtype_name(dt) << " x " << n << (kind == collectives::ReduceOp::SUM ? " SUM" : " AVG"));
+        // Small integers, exact in any order: rank r contributes (i % 13) + r at i.
+        Tensor x = empty({n}, TensorOptions(dt));
+        Tensor want = empty({n}, TensorOptions(DType::Float64));
+        for (int64_t i = 0; i < n; ++i) {
+          const double mine = static_cast<double>(i % 13 + rank());
+          const double sum = static_cast<double>(size() * (i % 13)) + size() * (size() - 1) / 2.0;
+          if (dt == DType::Float32) x.data<float>()[i] = static_cast<float>(mine);
+          else x.data<double>()[i] = mine;
+          want.data<double>()[i] = kind == collectives::ReduceOp::SUM ? sum : sum / size();
+        }
+        TensorList xs{x};
+        collectives::AllreduceOptions o;
+        o.reduce_op = collectives::ReduceOp(kind);
+        const uint64_t before = q.staged_allreduces();
+        finish(pg->allreduce(xs, o));
+        CHECK(q.staged_allreduces() == before + 1);
+        CHECK(allclose(xs[0].to(DType::Float64), want, 1e-6, 0));
+      }
+    }
+  }
+  // A non-contiguous view is packed first and written back in place.
+  Tensor wide = zeros({6, 2}, DType::Float32);
+  wide.select(1, 1).fill_(static_cast<double>(rank() + 1));
+  TensorList vs{wide.select(1, 1)};
+  finish(pg->allreduce(vs));
+  CHECK_THAT(wide.select(1, 1), Equals(full({6}, size() * (size() + 1) / 2.0)));
+  CHECK_THAT(wide.select(1, 0), Equals(zeros({6}, DType::Float32)));
+}
+
+TEST_CASE_METHOD(MpFixture, "staged allreduce: ranks with other sizes all fail, naming the sizes",
+                 "[allreduce][shared][checks]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(shared_broadcasts());
+  const int odd = size() - 1;
+  TensorList xs{full({rank() == odd ? 50 : 25}, 1.0)};
+  CHECK_THROWS_WITH(pg->allreduce(xs)->wait(Millis(60'000)),
+                    Contains("invalid tensor size") && Contains(fmt::format("rank {} reduces 200 bytes", odd)) &&
+                        Contains("reduces 100"));
   sync("mismatch-seen");
 }

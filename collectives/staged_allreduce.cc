@@ -1,0 +1,79 @@
+#include "collectives/staged_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "base/error.h"
+#include "collectives/shared_allreduce.h"
+#include "collectives/shared_reduce.h"
+#include "collectives/shared_wait.h"
+
+namespace braid::collectives {
+namespace {
+
+template <typename T>
+void reduce_chunk_share(SharedStaging& staging, int lane, int parity, int64_t chunk_elements) {
+  SharedMemoryPool& pool = staging.pool();
+  const int64_t per = share_elements(chunk_elements, pool.size());
+  const int64_t begin = std::min(chunk_elements, per * pool.rank());
+  const int64_t end = std::min(chunk_elements, begin + per);
+  if (begin == end) return;
+  std::vector<T*> blocks;
+  blocks.reserve(static_cast<size_t>(pool.size()));
+  for (int r = 0; r < pool.size(); ++r) {
+    blocks.push_back(reinterpret_cast<T*>(staging.block(r, lane, parity) + kStagingHeaderBytes));
+  }
+  reduce_share(blocks, begin, end);
+}
+
+}  // namespace
+
+bool staged_allreduce_supports(DType dtype, EngineOp op) { return shared_allreduce_supports(dtype, op); }
+
+void staged_allreduce(SharedStaging& staging, Tensor& buffer, const OpContext& ctx) {
+  SharedMemoryPool& pool = staging.pool();
+  const int lane = ctx.lane;
+  const auto bytes = static_cast<int64_t>(buffer.nbytes());
+  const auto element = static_cast<int64_t>(buffer.element_size());
+  BRAID_ASSERT(lane < staging.lanes() && bytes > 0 && buffer.is_contiguous() &&
+                   staged_allreduce_supports(buffer.dtype(), EngineOp::SUM),
+               "staged allreduce of {} bytes of {} on lane {}", bytes, dtype_name(buffer.dtype()), lane);
+  SharedMemoryPool::ControlSlot& mine = pool.slot(pool.rank(), lane);
+  auto* data = static_cast<char*>(buffer.data_ptr());
+  // Whole elements per chunk, so that shares never straddle two chunks.
+  const int64_t chunk_max = static_cast<int64_t>(staging.chunk_bytes()) / element * element;
+  for (int64_t done = 0; done < bytes; done += chunk_max) {
+    const int64_t n = std::min(chunk_max, bytes - done);
+    const uint64_t gen = ++pool.generation(lane);
+    const int parity = static_cast<int>(gen % 2);
+    char* own = staging.block(pool.rank(), lane, parity);
+    if (gen > 2) {
+      wait_for_ranks(pool, lane, all_ranks(pool), staged_done(gen - 2), bytes, ctx, "allreduce", "finish a chunk");
+    }
+    *reinterpret_cast<int64_t*>(own) = bytes;
+    std::memcpy(own + kStagingHeaderBytes, data + done, static_cast<size_t>(n));
+    mine.arrived.store(staged_data_in(gen), std::memory_order_release);
+    wait_for_ranks(pool, lane, all_ranks(pool), staged_data_in(gen), bytes, ctx, "allreduce", "copy in a chunk");
+    for (int r = 0; r < pool.size(); ++r) {
+      const int64_t theirs = *reinterpret_cast<const int64_t*>(staging.block(r, lane, parity));
+      if (theirs != bytes) {
+        mine.arrived.store(staged_done(gen), std::memory_order_release);  // as the broadcast: release, then fail
+        BRAID_THROW(CommError, "{}: invalid tensor size: rank {} reduces {} bytes, rank {} reduces {} bytes", ctx.what,
+                    r, theirs, pool.rank(), bytes);
+      }
+    }
+    if (buffer.dtype() == DType::Float32) {
+      reduce_chunk_share<float>(staging, lane, parity, n / element);
+    } else {
+      reduce_chunk_share<double>(staging, lane, parity, n / element);
+    }
+    mine.arrived.store(staged_reduced(gen), std::memory_order_release);
+    wait_for_ranks(pool, lane, all_ranks(pool), staged_reduced(gen), bytes, ctx, "allreduce", "reduce its share");
+    std::memcpy(data + done, own + kStagingHeaderBytes, static_cast<size_t>(n));
+    mine.arrived.store(staged_done(gen), std::memory_order_release);
+  }
+}
+
+}  // namespace braid::collectives
