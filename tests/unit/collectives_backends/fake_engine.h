@@ -21,7 +21,8 @@ namespace braid::collectives::testing {
 class FakeEngine final : public QueuedProcessGroup {
  public:
   FakeEngine(int rank, int size, std::string name, std::shared_ptr<store::Store> store, bool pattern_broadcast = false)
-      : QueuedProcessGroup(rank, size, std::move(name), Config{1, std::move(store), Millis(5000), std::nullopt}),
+      : QueuedProcessGroup(rank, size, std::move(name),
+                           Config{1, std::move(store), Millis(5000), std::nullopt, std::nullopt, 0}),
         pattern_broadcast_(pattern_broadcast) {}
   ~FakeEngine() override { shutdown(); }
 
