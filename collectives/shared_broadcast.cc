@@ -20,20 +20,21 @@ void shared_broadcast(SharedStaging& staging, Tensor& buffer, int root, const Op
   auto* bytes_ptr = static_cast<char*>(buffer.data_ptr());
   const auto chunk_max = static_cast<int64_t>(staging.chunk_bytes());
   for (int64_t done = 0; done < bytes; done += chunk_max) {
-    const auto n = static_cast<size_t>(std::min(chunk_max, bytes - done));
+    const int64_t chunk = std::min(chunk_max, bytes - done);
+    const auto n = static_cast<size_t>(chunk);
     const uint64_t gen = ++pool.generation(lane);
     char* block = staging.block(root, lane, static_cast<int>(gen % 2));
     auto* header = reinterpret_cast<int64_t*>(block);
     char* data = block + kStagingHeaderBytes;
     if (rank == root) {
       if (gen > 2) {
-        wait_for_ranks(pool, lane, all_ranks(pool), staged_done(gen - 2), bytes, ctx, "broadcast", "copy out a chunk");
+        wait_for_ranks(pool, lane, all_ranks(pool), staged_done(gen - 2), chunk, ctx, "broadcast", "copy out a chunk");
       }
       *header = bytes;
       std::memcpy(data, bytes_ptr + done, n);
       mine.arrived.store(staged_done(gen), std::memory_order_release);
     } else {
-      wait_for_ranks(pool, lane, {root, root + 1}, staged_data_in(gen), bytes, ctx, "broadcast", "copy in a chunk");
+      wait_for_ranks(pool, lane, {root, root + 1}, staged_data_in(gen), chunk, ctx, "broadcast", "copy in a chunk");
       if (*header != bytes) {
         // Release the block for the root's later chunks, then fail: the group is broken from here on.
         mine.arrived.store(staged_done(gen), std::memory_order_release);

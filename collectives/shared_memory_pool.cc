@@ -133,7 +133,8 @@ std::shared_ptr<SharedMemoryPool> SharedMemoryPool::create(store::Store& store, 
       const std::string process = peer.substr(nl2 + 1);
       peer.resize(nl2);
       const auto space = process.rfind(' ');
-      if (space != std::string::npos && process.substr(0, space) == pid_namespace()) {
+      const std::string ns = process.substr(0, space == std::string::npos ? 0 : space);
+      if (space != std::string::npos && ns != "?" && ns == pid_namespace()) {
         pids[static_cast<size_t>(r)] = std::atoi(process.c_str() + space + 1);
       }
     }

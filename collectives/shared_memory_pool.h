@@ -3,8 +3,8 @@
 // buffers directly (shared_allreduce.h) instead of copying them through the engine.
 //
 // Setup is collective over the group, through its store: each rank creates its segment (a sparse file in
-// /dev/shm of `reserve_bytes`), publishes its host and name, maps every peer's segment, and reports
-// whether that worked; the segment names are unlinked as soon as everyone mapped them, so nothing is left
+// /dev/shm of `reserve_bytes`), publishes its host, the segment's name and its process id, maps every
+// peer's segment, and reports whether that worked; the segment names are unlinked as soon as everyone mapped them, so nothing is left
 // in /dev/shm when the processes exit. Every rank reaches the same verdict: either all have a pool or
 // none does (ranks on several hosts, a full /dev/shm, a container that hides the peers' segments).
 //

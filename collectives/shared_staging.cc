@@ -24,7 +24,7 @@ std::unique_ptr<SharedStaging> SharedStaging::create(store::Store& store, const 
     offsets.push_back(static_cast<size_t>(p - pool->segment(rank)));
   }
   // Every rank carves the same sizes from a fresh pool, so the offsets agree; whether every rank got its
-  // blocks is one more verdict for all: without, every rank leaves broadcasts to the engine.
+  // blocks is one more verdict for all: without, every rank leaves broadcasts and allreduces to the engine.
   const bool mine = offsets.size() == static_cast<size_t>(2 * lanes);
   const int64_t gen = (store.add(prefix + "blocks-generation", 1) - 1) / size;
   std::vector<std::string> keys;

@@ -2,9 +2,10 @@
 // that run through shared memory (shared_allreduce.h, shared_broadcast.h, staged_allreduce.h).
 //
 // The wait spins briefly when every rank of the pool has a core (they are then running and about to
-// arrive), yields through a busy window that covers the copy or reduction of the op's bytes, then sleeps
-// in growing steps (up to 50 µs) so that a rank far behind (still computing) gets the core. It ends at
-// the op's deadline with a TimeoutError naming the ranks that had not arrived, or, within 100 ms, with a
+// arrive), yields through a busy window that covers the copy or reduction of `bytes` (the op's, or the
+// chunk's for the staged ops: what the awaited rank does between two arrivals), then sleeps in growing
+// steps (up to 50 µs) so that a rank far behind (still computing) gets the core. It ends at the op's
+// deadline with a TimeoutError naming the ranks that had not arrived, or, within 100 ms, with a
 // CommError when the rank it waits for has exited (a crashed peer closes no socket here to tell).
 #pragma once
 

@@ -50,12 +50,12 @@ void staged_allreduce(SharedStaging& staging, Tensor& buffer, const OpContext& c
     const int parity = static_cast<int>(gen % 2);
     char* own = staging.block(pool.rank(), lane, parity);
     if (gen > 2) {
-      wait_for_ranks(pool, lane, all_ranks(pool), staged_done(gen - 2), bytes, ctx, "allreduce", "finish a chunk");
+      wait_for_ranks(pool, lane, all_ranks(pool), staged_done(gen - 2), n, ctx, "allreduce", "finish a chunk");
     }
     *reinterpret_cast<int64_t*>(own) = bytes;
     std::memcpy(own + kStagingHeaderBytes, data + done, static_cast<size_t>(n));
     mine.arrived.store(staged_data_in(gen), std::memory_order_release);
-    wait_for_ranks(pool, lane, all_ranks(pool), staged_data_in(gen), bytes, ctx, "allreduce", "copy in a chunk");
+    wait_for_ranks(pool, lane, all_ranks(pool), staged_data_in(gen), n, ctx, "allreduce", "copy in a chunk");
     for (int r = 0; r < pool.size(); ++r) {
       const int64_t theirs = *reinterpret_cast<const int64_t*>(staging.block(r, lane, parity));
       if (theirs != bytes) {
@@ -70,7 +70,7 @@ void staged_allreduce(SharedStaging& staging, Tensor& buffer, const OpContext& c
       reduce_chunk_share<double>(staging, lane, parity, n / element);
     }
     mine.arrived.store(staged_reduced(gen), std::memory_order_release);
-    wait_for_ranks(pool, lane, all_ranks(pool), staged_reduced(gen), bytes, ctx, "allreduce", "reduce its share");
+    wait_for_ranks(pool, lane, all_ranks(pool), staged_reduced(gen), n, ctx, "allreduce", "reduce its share");
     std::memcpy(data + done, own + kStagingHeaderBytes, static_cast<size_t>(n));
     mine.arrived.store(staged_done(gen), std::memory_order_release);
   }
