@@ -42,7 +42,7 @@ void staged_allreduce(SharedStaging& staging, Tensor& buffer, const OpContext& c
                "staged allreduce of {} bytes of {} on lane {}", bytes, dtype_name(buffer.dtype()), lane);
   SharedMemoryPool::ControlSlot& mine = pool.slot(pool.rank(), lane);
   auto* data = static_cast<char*>(buffer.data_ptr());
-  // Whole elements per chunk, so that shares never straddle two chunks.
+  // A whole number of elements per chunk: its shares are counted in elements.
   const int64_t chunk_max = static_cast<int64_t>(staging.chunk_bytes()) / element * element;
   for (int64_t done = 0; done < bytes; done += chunk_max) {
     const int64_t n = std::min(chunk_max, bytes - done);

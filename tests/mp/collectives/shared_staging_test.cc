@@ -17,7 +17,7 @@ namespace {
 constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes);
 
 // Options of a group whose broadcasts go through shared memory at every size, whatever the engine.
-GroupOptions shared_broadcasts(int threads = 2, int64_t max_bytes = int64_t{1} << 40) {
+GroupOptions staging_options(int threads = 2, int64_t max_bytes = int64_t{1} << 40) {
   GroupOptions go;
   go.threads = threads;
   go.shared_staging_max_bytes = max_bytes;
@@ -50,7 +50,7 @@ int64_t mismatches(const Tensor& t, int root) {
 TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: sizes around the staging chunk, every root",
                  "[broadcast][shared]") {
   if (!supports_cpu() || size() < 2) return;
-  auto pg = make_group(shared_broadcasts());
+  auto pg = make_group(staging_options());
   auto& q = queued(pg);
   for (int64_t bytes : {int64_t{1}, int64_t{4096}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 12}) {
     for (int root = 0; root < size(); ++root) {
@@ -83,7 +83,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory staging: many ops in flight on every 
   if (!supports_cpu() || size() < 2) return;
   // Up to 64 KiB through shared memory; the 256 KiB broadcasts and the int64 allreduces go to the engine
   // on the same lanes, in between.
-  auto pg = make_group(shared_broadcasts(8, 64 * 1024));
+  auto pg = make_group(staging_options(8, 64 * 1024));
   auto& q = queued(pg);
   constexpr int kOps = 96;
   std::vector<TensorList> broadcasts, sums, int_sums;
@@ -119,7 +119,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory staging: the engine's above the maxim
   if (!supports_cpu() || size() < 2) return;
   for (int64_t max : {int64_t{0}, int64_t{4096}}) {
     INFO("maximum " << max);
-    auto pg = make_group(shared_broadcasts(2, max));
+    auto pg = make_group(staging_options(2, max));
     TensorList xs{message(4097, rank())};
     finish(pg->broadcast(xs));
     CHECK(mismatches(xs[0], 0) == 0);
@@ -134,7 +134,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory staging: the engine's above the maxim
 TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: a rank expecting another size fails, naming both sizes",
                  "[broadcast][shared][checks]") {
   if (!supports_cpu() || size() < 2) return;
-  auto pg = make_group(shared_broadcasts());
+  auto pg = make_group(staging_options());
   const int odd = size() - 1;
   TensorList xs{message(rank() == odd ? 200 : 100, rank())};
   auto w = pg->broadcast(xs);
@@ -151,7 +151,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: a rank expecting another s
 TEST_CASE_METHOD(MpFixture, "staged allreduce: sizes around the staging chunk, float32 and float64, SUM and AVG",
                  "[allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
-  auto pg = make_group(shared_broadcasts());
+  auto pg = make_group(staging_options());
   auto& q = queued(pg);
   for (DType dt : {DType::Float32, DType::Float64}) {
     const auto per_chunk = static_cast<int64_t>(collectives::kStagingChunkBytes / element_size(dt));
@@ -190,7 +190,7 @@ TEST_CASE_METHOD(MpFixture, "staged allreduce: sizes around the staging chunk, f
 TEST_CASE_METHOD(MpFixture, "staged allreduce: ranks with other sizes all fail, naming the sizes",
                  "[allreduce][shared][checks]") {
   if (!supports_cpu() || size() < 2) return;
-  auto pg = make_group(shared_broadcasts());
+  auto pg = make_group(staging_options());
   const int odd = size() - 1;
   TensorList xs{full({rank() == odd ? 50 : 25}, 1.0)};
   CHECK_THROWS_WITH(pg->allreduce(xs)->wait(Millis(60'000)),
