@@ -29,8 +29,8 @@ class ArrivalWait {
         spin_(local_ranks <= ::sysconf(_SC_NPROCESSORS_ONLN)),
         busy_(std::chrono::microseconds(1000 + bytes / 1000)) {}
 
-  void pause() {
-    const auto waited = Clock::now() - start_;
+  void pause(Clock::time_point now) {
+    const auto waited = now - start_;
     if (spin_ && waited < std::chrono::microseconds(20)) return;
     if (waited < busy_) {
       ::sched_yield();
@@ -62,7 +62,9 @@ void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t 
   auto next_liveness_check = start + kLivenessEvery;
   for (int r = ranks.begin; r < ranks.end; ++r) {
     while (pool.slot(r, lane).arrived.load(std::memory_order_acquire) < target) {
-      if (const auto now = Clock::now(); now >= next_liveness_check) {
+      // One clock read per look: the liveness check, the deadline and the backoff share it.
+      const auto now = Clock::now();
+      if (now >= next_liveness_check) {
         next_liveness_check = now + kLivenessEvery;
         if (pool.exited(r)) {
           BRAID_THROW(CommError, "{}: rank {} (pid {}) exited while the shared-memory {} waited {:.0f} ms for it to {}",
@@ -70,16 +72,16 @@ void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t 
                       what);
         }
       }
-      if (ctx.deadline.expired()) {
+      if (now >= ctx.deadline.at()) {
         std::vector<int> missing;
         for (int q = ranks.begin; q < ranks.end; ++q) {
           if (pool.slot(q, lane).arrived.load(std::memory_order_acquire) < target) missing.push_back(q);
         }
         BRAID_THROW(TimeoutError, "{}: the shared-memory {} waited {:.0f} ms for rank(s) {} to {}", ctx.what, op,
-                    std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
-                    fmt::join(missing, ", "), what);
+                    std::chrono::duration<double, std::milli>(now - start).count(), fmt::join(missing, ", "),
+                    what);
       }
-      wait.pause();
+      wait.pause(now);
     }
   }
 }
