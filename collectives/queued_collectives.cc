@@ -195,7 +195,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allgather(std::vector<TensorList>& out
                    const DType dt = staging::move_dtype(ins[0].dtype());
                    Tensor in = staging::pack(ins, dt);
                    Tensor out = staging::flat_buffer(in.numel() * size(), dt, ins[0].device());
-                   if (in.numel() > 0) run_allgather(in, out, ctx);
+                   if (in.numel() > 0) allgather_flat(in, out, ctx);
                    for (const auto& list : outs) staging::unpack(out, list);
                    return concat_lists(outs);
                  });
@@ -219,7 +219,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allgather_into_tensor(Tensor& output, 
                    const DType dt = staging::move_dtype(input.dtype());
                    Tensor in = flat_view(staging::as_buffer(input, dt));
                    Tensor out = flat_view(staging::as_buffer(output, dt));
-                   if (in.numel() > 0) run_allgather(in, out, ctx);
+                   if (in.numel() > 0) allgather_flat(in, out, ctx);
                    staging::copy_into(output, out);
                    return TensorList{output};
                  });
@@ -258,7 +258,7 @@ std::shared_ptr<Work> QueuedProcessGroup::allgather_coalesced(std::vector<Tensor
                    const DType dt = staging::move_dtype(ins[0].dtype());
                    Tensor in = staging::pack(ins, dt);
                    Tensor out = staging::flat_buffer(in.numel() * size(), dt, ins[0].device());
-                   if (in.numel() > 0) run_allgather(in, out, ctx);
+                   if (in.numel() > 0) allgather_flat(in, out, ctx);
                    for (size_t r = 0; r < outs.size(); ++r) staging::unpack(out, outs[r], static_cast<int64_t>(r) * in.numel());
                    return concat_lists(outs);
                  });
@@ -408,7 +408,7 @@ std::shared_ptr<Work> QueuedProcessGroup::alltoall(TensorList& outputs, TensorLi
                    }
                    Tensor in = staging::pack(ins, dt);
                    Tensor out = staging::flat_buffer(r_off, dt, ins[0].device());
-                   run_alltoall(in, out, sc, so, rc, ro, ctx);
+                   alltoall_flat(in, out, sc, so, rc, ro, ctx);
                    staging::unpack(out, outs);
                    return outs;
                  });
@@ -462,7 +462,7 @@ std::shared_ptr<Work> QueuedProcessGroup::alltoall_single(Tensor& output, Tensor
                    const DType dt = staging::move_dtype(input.dtype());
                    Tensor in = flat_view(staging::as_buffer(input, dt));
                    Tensor out = flat_view(staging::as_buffer(output, dt));
-                   run_alltoall(in, out, send_counts, send_offsets, recv_counts, recv_offsets, ctx);
+                   alltoall_flat(in, out, send_counts, send_offsets, recv_counts, recv_offsets, ctx);
                    staging::copy_into(output, out);
                    return TensorList{output};
                  });
@@ -491,7 +491,7 @@ TensorList QueuedProcessGroup::sparse_allreduce(const TensorList& tensors, const
   Tensor count = Tensor::empty({1}, TensorOptions(DType::Int64));
   count.data<int64_t>()[0] = nnz;
   Tensor counts = Tensor::empty({size()}, TensorOptions(DType::Int64));
-  run_allgather(count, counts, ctx);
+  allgather_flat(count, counts, ctx);
   const auto* per_rank = counts.data<int64_t>();
   const int64_t max_nnz = *std::max_element(per_rank, per_rank + size());
 
@@ -508,8 +508,8 @@ TensorList QueuedProcessGroup::sparse_allreduce(const TensorList& tensors, const
   Tensor all_indices = Tensor::empty({size() * sparse_dim * max_nnz}, TensorOptions(DType::Int64));
   Tensor all_values = Tensor::empty({size() * max_nnz * row_numel}, TensorOptions(vdt));
   if (max_nnz > 0) {
-    run_allgather(flat_view(indices), all_indices, ctx);
-    run_allgather(flat_view(values), all_values, ctx);
+    allgather_flat(flat_view(indices), all_indices, ctx);
+    allgather_flat(flat_view(values), all_values, ctx);
   }
 
   // 3. Every rank concatenates the same pieces in rank order, so every rank sums identically.

@@ -123,9 +123,12 @@ class QueuedProcessGroup : public ProcessGroup {
   Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu()) override;
   // How many allreduces this rank ran through the pool (for tests and logs).
   uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
-  // How many broadcasts and allreduces this rank ran through the shared-memory staging (for tests and logs).
+  // How many broadcasts, allreduces, allgathers and alltoalls this rank ran through the shared-memory
+  // staging (for tests and logs).
   uint64_t shared_broadcasts() const { return shared_broadcasts_.load(); }
   uint64_t staged_allreduces() const { return staged_allreduces_.load(); }
+  uint64_t staged_allgathers() const { return staged_allgathers_.load(); }
+  uint64_t staged_alltoalls() const { return staged_alltoalls_.load(); }
 
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const;
@@ -221,10 +224,18 @@ class QueuedProcessGroup : public ProcessGroup {
   // A broadcast through the staging (shared_broadcast.h) when staging_for() gives one; false: run the
   // engine's.
   bool try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx);
+  // The allgather and alltoall of the collectives' flat buffers: through the staging (staged_allgather.h,
+  // staged_alltoall.h) when it takes them, else the engine's.
+  void allgather_flat(const Tensor& input, Tensor& output, const OpContext& ctx);
+  void alltoall_flat(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                     const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
+                     const std::vector<int64_t>& recv_offsets, const OpContext& ctx);
   // The group's staging for an op on `buffer`, when the engine allows it, the buffer is on the CPU and not
   // above the maximum, and every rank is on this host; null: the engine's. The first call sets the staging
   // up, collectively.
   SharedStaging* staging_for(const Tensor& buffer, const OpContext& ctx);
+  // The same for an op whose size may differ from rank to rank (alltoall), checked by the op itself.
+  SharedStaging* staging_on(Device device, const OpContext& ctx);
   // Sparse COO allreduce (SUM): allgather of nnz counts, then of padded indices and values.
   TensorList sparse_allreduce(const TensorList& tensors, const OpContext& ctx);
 
@@ -243,6 +254,8 @@ class QueuedProcessGroup : public ProcessGroup {
   std::unique_ptr<SharedStaging> staging_;         // GUARDED_BY(staging_mu_) until staging_tried_
   std::atomic<uint64_t> shared_broadcasts_{0};
   std::atomic<uint64_t> staged_allreduces_{0};
+  std::atomic<uint64_t> staged_allgathers_{0};
+  std::atomic<uint64_t> staged_alltoalls_{0};
   std::shared_ptr<Watcher> watcher_;          // one thread for every lane's waiter-mode looks
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;

@@ -1,13 +1,16 @@
 // QueuedProcessGroup's shared-memory paths: the pool behind empty_shared() and the allreduce through it
-// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts and the allreduces of other
-// buffers go through (shared_staging.h, shared_broadcast.h, staged_allreduce.h).
+// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts, allgathers, alltoalls and
+// the allreduces of other buffers go through (shared_staging.h, shared_broadcast.h, staged_allreduce.h,
+// staged_allgather.h, staged_alltoall.h).
 #include <fmt/format.h>
 
 #include "collectives/queued_process_group.h"
 #include "collectives/shared_allreduce.h"
 #include "collectives/shared_broadcast.h"
 #include "collectives/shared_memory_pool.h"
+#include "collectives/staged_allgather.h"
 #include "collectives/staged_allreduce.h"
+#include "collectives/staged_alltoall.h"
 
 namespace braid::collectives {
 
@@ -67,8 +70,13 @@ bool QueuedProcessGroup::try_shared_allreduce(Tensor& buffer, EngineOp op, const
 }
 
 SharedStaging* QueuedProcessGroup::staging_for(const Tensor& buffer, const OpContext& ctx) {
-  if (shared_staging_max_ == 0 || buffer.nbytes() == 0 || !config_.store || size() < 2 || !buffer.device().is_cpu() ||
-      static_cast<int64_t>(buffer.nbytes()) > shared_staging_max_ || ctx.lane >= SharedMemoryPool::kMaxLanes) {
+  if (buffer.nbytes() == 0 || static_cast<int64_t>(buffer.nbytes()) > shared_staging_max_) return nullptr;
+  return staging_on(buffer.device(), ctx);
+}
+
+SharedStaging* QueuedProcessGroup::staging_on(Device device, const OpContext& ctx) {
+  if (shared_staging_max_ == 0 || !config_.store || size() < 2 || !device.is_cpu() ||
+      ctx.lane >= SharedMemoryPool::kMaxLanes) {
     return nullptr;
   }
   // Another lane's op may be setting the staging up: it waits here for the store exchange, which the other
@@ -88,6 +96,33 @@ bool QueuedProcessGroup::try_shared_broadcast(Tensor& buffer, int root, const Op
   shared_broadcast(*staging, buffer, root, ctx);
   shared_broadcasts_.fetch_add(1);
   return true;
+}
+
+void QueuedProcessGroup::allgather_flat(const Tensor& input, Tensor& output, const OpContext& ctx) {
+  // The input's size is the same on every rank by the collective's contract, and so is the output's.
+  SharedStaging* staging = staging_for(output, ctx);
+  if (staging == nullptr) {
+    run_allgather(input, output, ctx);
+    return;
+  }
+  staged_allgather(*staging, input, output, ctx);
+  staged_allgathers_.fetch_add(1);
+}
+
+void QueuedProcessGroup::alltoall_flat(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
+                                       const std::vector<int64_t>& send_offsets,
+                                       const std::vector<int64_t>& recv_counts,
+                                       const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
+  // Sizes may differ from rank to rank here: the op itself checks the largest against the maximum, after
+  // the ranks exchanged their sizes, so that every rank takes the same path.
+  SharedStaging* staging = staged_alltoall_fits(size()) ? staging_on(input.device(), ctx) : nullptr;
+  const AlltoallPieces pieces{send_counts, send_offsets, recv_counts, recv_offsets,
+                              static_cast<int64_t>(output.element_size())};
+  if (staging != nullptr && staged_alltoall(*staging, input, output, pieces, shared_staging_max_, ctx)) {
+    staged_alltoalls_.fetch_add(1);
+    return;
+  }
+  run_alltoall(input, output, send_counts, send_offsets, recv_counts, recv_offsets, ctx);
 }
 
 }  // namespace braid::collectives

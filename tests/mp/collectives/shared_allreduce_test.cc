@@ -3,8 +3,8 @@
 // really taken (QueuedProcessGroup::shared_allreduces), and every rank falls back to the engine together
 // when any rank's buffer is not in its pool, is of a dtype or op the shared path does not reduce, or is
 // below the minimum size. The timeout case is in timeout_test.cc.
-#include "collectives/queued_process_group.h"
 #include "tests/mp/support/mp_test.h"
+#include "tests/mp/support/staging_groups.h"
 
 using namespace braid;
 using namespace braid::mp;
@@ -41,12 +41,6 @@ GroupOptions shared_at_any_size() {
   GroupOptions go;
   go.shared_memory_min_bytes = 0;
   return go;
-}
-
-collectives::QueuedProcessGroup& queued(const std::shared_ptr<ProcessGroup>& pg) {
-  auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
-  REQUIRE(q != nullptr);
-  return *q;
 }
 
 }  // namespace

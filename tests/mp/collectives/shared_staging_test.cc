@@ -4,9 +4,9 @@
 // staged_allreduces) on every engine that allows it (gloo by default, mpi when asked), many ops in
 // flight on every lane mixed with the engine's, the engine taking over above the maximum and for what the
 // staging does not reduce, and size mismatches named. The timeout cases are in timeout_test.cc.
-#include "collectives/queued_process_group.h"
 #include "collectives/shared_staging.h"
 #include "tests/mp/support/mp_test.h"
+#include "tests/mp/support/staging_groups.h"
 
 using namespace braid;
 using namespace braid::mp;
@@ -16,34 +16,6 @@ namespace {
 
 constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes);
 
-// Options of a group whose broadcasts go through shared memory at every size, whatever the engine.
-GroupOptions staging_options(int threads = 2, int64_t max_bytes = int64_t{1} << 40) {
-  GroupOptions go;
-  go.threads = threads;
-  go.shared_staging_max_bytes = max_bytes;
-  return go;
-}
-
-collectives::QueuedProcessGroup& queued(const std::shared_ptr<ProcessGroup>& pg) {
-  auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
-  REQUIRE(q != nullptr);
-  return *q;
-}
-
-// Root `root`'s byte at i; every other rank starts from a pattern of its own.
-uint8_t pattern(int64_t i, int root) { return static_cast<uint8_t>((i * 31 + root * 7 + (i >> 12)) & 0xff); }
-
-Tensor message(int64_t bytes, int owner) {
-  Tensor t = empty({bytes}, TensorOptions(DType::UInt8));
-  for (int64_t i = 0; i < bytes; ++i) t.data<uint8_t>()[i] = pattern(i, owner);
-  return t;
-}
-
-int64_t mismatches(const Tensor& t, int root) {
-  int64_t wrong = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) wrong += t.data<uint8_t>()[i] != pattern(i, root);
-  return wrong;
-}
 
 }  // namespace
 

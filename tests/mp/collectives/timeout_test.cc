@@ -129,9 +129,10 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a rank that skips an allgather is named, 
 namespace {
 
 // Every rank but `skipper` posts an op through shared memory (`post`) that the skipper never joins: each
-// must fail with a TimeoutError in time, from the shared-memory wait, naming the op and the skipper.
-void expect_shared_wait_timeout(ProcessGroup& pg, int rank, int skipper, const char* op, const std::string& step,
-                                const std::function<std::shared_ptr<Work>()>& post) {
+// must fail with a TimeoutError in time, from the shared-memory wait (of `shared_op`, the staged op that
+// `op` runs), naming the op and the skipper.
+void expect_shared_wait_timeout(ProcessGroup& pg, int rank, int skipper, const char* op, const char* shared_op,
+                                const std::string& step, const std::function<std::shared_ptr<Work>()>& post) {
   if (rank == skipper) return;
   const auto t0 = std::chrono::steady_clock::now();
   auto w = post();
@@ -146,7 +147,7 @@ void expect_shared_wait_timeout(ProcessGroup& pg, int rank, int skipper, const c
   INFO(message);
   CHECK(seconds_since(t0) < 1.5 + 10.0);
   CHECK_THAT(message, Contains(fmt::format("{} #{}", op, seq)) &&
-                          Contains(fmt::format("shared-memory {} waited", op)) &&
+                          Contains(fmt::format("shared-memory {} waited", shared_op)) &&
                           Contains(fmt::format("rank(s) {} to {}", skipper, step)));
   CHECK(lists_rank(never_joined_list(message), skipper));
 }
@@ -165,7 +166,8 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory allreduce names the rank 
   TensorList warm{x};
   finish(pg->allreduce(warm));  // every rank has its pool and is in step
   TensorList xs{x};
-  expect_shared_wait_timeout(*pg, rank(), size() - 1, "allreduce", "enter it", [&] { return pg->allreduce(xs); });
+  expect_shared_wait_timeout(*pg, rank(), size() - 1, "allreduce", "allreduce", "enter it",
+                             [&] { return pg->allreduce(xs); });
   sync("others-failed");
 }
 
@@ -181,7 +183,7 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a shared-memory broadcast names the root 
   TensorList xs{ints({rank()})};
   collectives::BroadcastOptions o;
   o.root_rank = size() - 1;
-  expect_shared_wait_timeout(*pg, rank(), size() - 1, "broadcast", "copy in a chunk",
+  expect_shared_wait_timeout(*pg, rank(), size() - 1, "broadcast", "broadcast", "copy in a chunk",
                              [&] { return pg->broadcast(xs, o); });
   sync("others-failed");
 }
@@ -196,8 +198,35 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a staged allreduce names the rank that ne
   TensorList warm{floats({1, 2, 3})};
   finish(pg->allreduce(warm));  // every rank has its staging and is in step
   TensorList xs{floats({1})};
-  expect_shared_wait_timeout(*pg, rank(), 0, "allreduce", "copy in a chunk", [&] { return pg->allreduce(xs); });
+  expect_shared_wait_timeout(*pg, rank(), 0, "allreduce", "allreduce", "copy in a chunk",
+                             [&] { return pg->allreduce(xs); });
   sync("others-failed");
+}
+
+TEST_CASE_METHOD(MpFixture, "timeouts: a staged allgather and a staged alltoall name the rank that never entered",
+                 "[timeout][shared][allgather][alltoall]") {
+  if (size() < 2 || !supports_cpu()) return;
+  GroupOptions go;
+  go.timeout = kShortTimeout;
+  go.shared_staging_max_bytes = 1 << 20;
+  {
+    auto pg = make_group(go);
+    Tensor in = floats({1});
+    Tensor out = floats(std::vector<double>(static_cast<size_t>(size()), 0.0));
+    finish(pg->allgather_into_tensor(out, in));  // every rank has its staging and is in step
+    expect_shared_wait_timeout(*pg, rank(), 0, "allgather_into_tensor", "allgather", "copy in a chunk",
+                               [&] { return pg->allgather_into_tensor(out, in); });
+  }
+  sync("allgather-others-failed");
+  {
+    auto pg = make_group(go);
+    Tensor in = floats(std::vector<double>(static_cast<size_t>(size()), 1.0));
+    Tensor out = floats(std::vector<double>(static_cast<size_t>(size()), 0.0));
+    finish(pg->alltoall_single(out, in, {}, {}));
+    expect_shared_wait_timeout(*pg, rank(), size() - 1, "alltoall_single", "alltoall", "copy in a chunk",
+                               [&] { return pg->alltoall_single(out, in, {}, {}); });
+  }
+  sync("alltoall-others-failed");
 }
 
 TEST_CASE_METHOD(MpFixture, "timeouts: a rank that never sets up the shared-memory pool is named, and nothing "

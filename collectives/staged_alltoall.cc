@@ -1,0 +1,167 @@
+#include "collectives/staged_alltoall.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/error.h"
+#include "collectives/shared_wait.h"
+
+namespace braid::collectives {
+namespace {
+
+constexpr int64_t kSlotAlign = 64;
+constexpr int64_t kMinSlotBytes = 512;
+
+int64_t table_bytes(int ranks) { return (16 * int64_t{ranks} + kSlotAlign - 1) / kSlotAlign * kSlotAlign; }
+
+// One rank's side of the exchange, in bytes.
+class Exchange {
+ public:
+  Exchange(SharedStaging& staging, const Tensor& input, Tensor& output, const AlltoallPieces& pieces,
+           const OpContext& ctx)
+      : staging_(staging),
+        pool_(staging.pool()),
+        ctx_(ctx),
+        me_(pool_.rank()),
+        ranks_(pool_.size()),
+        slot_(staged_alltoall_slot_bytes(ranks_)),
+        element_(pieces.element_bytes),
+        in_(static_cast<const char*>(input.data_ptr())),
+        out_(static_cast<char*>(output.data_ptr())) {
+    for (int q = 0; q < ranks_; ++q) {
+      const auto i = static_cast<size_t>(q);
+      send_.push_back(pieces.send_counts[i] * pieces.element_bytes);
+      send_at_.push_back(pieces.send_offsets[i] * pieces.element_bytes);
+      recv_.push_back(pieces.recv_counts[i] * pieces.element_bytes);
+      recv_at_.push_back(pieces.recv_offsets[i] * pieces.element_bytes);
+    }
+  }
+
+  // Starts the op's chunk k: waits for the block, writes the table (chunk 0) and this rank's slices, publishes.
+  void write_chunk(int64_t k) {
+    gen_ = ++pool_.generation(ctx_.lane);
+    parity_ = static_cast<int>(gen_ % 2);
+    if (gen_ > 2) {
+      wait_for_ranks(pool_, ctx_.lane, all_ranks(pool_), staged_done(gen_ - 2), slot_ * ranks_, ctx_, "alltoall",
+                     "finish a chunk");
+    }
+    char* own = data(me_);
+    if (k == 0) {
+      auto* table = reinterpret_cast<int64_t*>(own);
+      for (int q = 0; q < ranks_; ++q) {
+        table[q] = send_[static_cast<size_t>(q)];
+        table[ranks_ + q] = recv_[static_cast<size_t>(q)];
+      }
+    }
+    for (int q = 0; q < ranks_; ++q) {
+      const auto i = static_cast<size_t>(q);
+      const int64_t n = slice(send_[i], k);
+      if (q != me_ && n > 0) std::memcpy(own + slot_at(q), in_ + send_at_[i] + k * slot_, static_cast<size_t>(n));
+    }
+    pool_.slot(me_, ctx_.lane).arrived.store(staged_data_in(gen_), std::memory_order_release);
+  }
+
+  // After the first chunk is in everywhere: checks every rank's table; returns the op's chunk count and the
+  // largest input of any rank.
+  std::pair<int64_t, int64_t> read_tables() {
+    wait_for_ranks(pool_, ctx_.lane, all_ranks(pool_), staged_data_in(gen_), slot_ * ranks_, ctx_, "alltoall",
+                   "copy in a chunk");
+    int64_t largest_piece = 0;
+    int64_t largest_input = 0;
+    for (int r = 0; r < ranks_; ++r) {
+      int64_t input = 0;
+      for (int q = 0; q < ranks_; ++q) {
+        const int64_t sends = table(r)[q];
+        const int64_t expects = table(q)[ranks_ + r];
+        if (sends != expects) {
+          finish_chunk();
+          if (r == q) {
+            BRAID_THROW(CommError, "{}: invalid tensor size: rank {} sends itself {} elements but expects {}",
+                        ctx_.what, r, sends / element_, expects / element_);
+          }
+          BRAID_THROW(CommError, "{}: invalid tensor size: rank {} sends {} elements to rank {}, which expects {}",
+                      ctx_.what, r, sends / element_, q, expects / element_);
+        }
+        largest_piece = std::max(largest_piece, sends);
+        input += sends;
+      }
+      largest_input = std::max(largest_input, input);
+    }
+    return {std::max<int64_t>(1, (largest_piece + slot_ - 1) / slot_), largest_input};
+  }
+
+  void copy_own_piece() {
+    const auto i = static_cast<size_t>(me_);
+    if (send_[i] > 0) std::memcpy(out_ + recv_at_[i], in_ + send_at_[i], static_cast<size_t>(send_[i]));
+  }
+
+  // Copies slice k of every other rank's piece for this rank out, each once its data is in; publishes done.
+  void read_chunk(int64_t k, bool all_in) {
+    for (int i = 1; i < ranks_; ++i) {
+      const int r = (me_ + i) % ranks_;
+      if (!all_in) {
+        wait_for_ranks(pool_, ctx_.lane, {r, r + 1}, staged_data_in(gen_), slot_, ctx_, "alltoall", "copy in a chunk");
+      }
+      const auto ri = static_cast<size_t>(r);
+      const int64_t n = slice(recv_[ri], k);
+      if (n > 0) std::memcpy(out_ + recv_at_[ri] + k * slot_, data(r) + slot_at(me_), static_cast<size_t>(n));
+    }
+    finish_chunk();
+  }
+
+  void finish_chunk() { pool_.slot(me_, ctx_.lane).arrived.store(staged_done(gen_), std::memory_order_release); }
+
+ private:
+  char* data(int r) const { return staging_.block(r, ctx_.lane, parity_) + kStagingHeaderBytes; }
+  const int64_t* table(int r) const { return reinterpret_cast<const int64_t*>(data(r)); }
+  int64_t slot_at(int q) const { return table_bytes(ranks_) + q * slot_; }
+  // The bytes of slice k of a piece of `piece` bytes.
+  int64_t slice(int64_t piece, int64_t k) const { return std::clamp<int64_t>(piece - k * slot_, 0, slot_); }
+
+  SharedStaging& staging_;
+  SharedMemoryPool& pool_;
+  const OpContext& ctx_;
+  int me_;
+  int ranks_;
+  int64_t slot_;
+  int64_t element_;
+  const char* in_;
+  char* out_;
+  std::vector<int64_t> send_, send_at_, recv_, recv_at_;
+  uint64_t gen_ = 0;
+  int parity_ = 0;
+};
+
+}  // namespace
+
+int64_t staged_alltoall_slot_bytes(int ranks) {
+  const int64_t room = static_cast<int64_t>(kStagingChunkBytes) - table_bytes(ranks);
+  return room / ranks / kSlotAlign * kSlotAlign;
+}
+
+bool staged_alltoall_fits(int ranks) { return ranks > 1 && staged_alltoall_slot_bytes(ranks) >= kMinSlotBytes; }
+
+bool staged_alltoall(SharedStaging& staging, const Tensor& input, Tensor& output, const AlltoallPieces& pieces,
+                     int64_t max_bytes, const OpContext& ctx) {
+  const int ranks = staging.pool().size();
+  BRAID_ASSERT(ctx.lane < staging.lanes() && staged_alltoall_fits(ranks) && input.is_contiguous() &&
+                   output.is_contiguous() && pieces.send_counts.size() == static_cast<size_t>(ranks),
+               "staged alltoall of {} bytes on lane {}", input.nbytes(), ctx.lane);
+  Exchange exchange(staging, input, output, pieces, ctx);
+  exchange.write_chunk(0);
+  const auto [chunks, largest_input] = exchange.read_tables();
+  if (largest_input > max_bytes) {
+    exchange.finish_chunk();
+    return false;
+  }
+  exchange.copy_own_piece();
+  exchange.read_chunk(0, /*all_in=*/true);
+  for (int64_t k = 1; k < chunks; ++k) {
+    exchange.write_chunk(k);
+    exchange.read_chunk(k, /*all_in=*/false);
+  }
+  return true;
+}
+
+}  // namespace braid::collectives

@@ -1,0 +1,263 @@
+// Allgather and alltoall through the shared-memory staging (collectives/staged_allgather.h,
+// staged_alltoall.h): exact results for sizes around the staging chunk and the alltoall's slot, in place,
+// uneven and empty pieces, lists of float tensors; the path really taken (QueuedProcessGroup::
+// staged_allgathers, staged_alltoalls) on every engine that allows it (gloo by default, mpi when asked);
+// the engine for every rank when any rank's input is above the maximum; many ops in flight on every lane;
+// size mismatches failing every rank alike. The timeout cases are in timeout_test.cc.
+#include <functional>
+#include <numeric>
+
+#include "collectives/shared_staging.h"
+#include "collectives/staged_alltoall.h"
+#include "tensor/ops/shape_ops.h"
+#include "tests/mp/support/mp_test.h"
+#include "tests/mp/support/staging_groups.h"
+
+using namespace braid;
+using namespace braid::mp;
+using Catch::Contains;
+
+namespace {
+
+constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes);
+
+// Who owns rank `from`'s piece for rank `to` in an alltoall (a message owner for pattern()).
+int piece_owner(int from, int to) { return from * 64 + to; }
+
+// Rank `from`'s input: for every rank q, piece_bytes(from, q) bytes of piece_owner(from, q)'s message.
+template <typename PieceBytes>
+Tensor alltoall_input(int from, int ranks, PieceBytes piece_bytes) {
+  std::vector<Tensor> pieces;
+  for (int q = 0; q < ranks; ++q) pieces.push_back(message(piece_bytes(from, q), piece_owner(from, q)));
+  return cat(pieces);
+}
+
+// How many bytes of rank `to`'s output differ from what every rank sent it.
+template <typename PieceBytes>
+int64_t alltoall_mismatches(const Tensor& out, int to, int ranks, PieceBytes piece_bytes) {
+  int64_t wrong = 0;
+  int64_t at = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t n = piece_bytes(r, to);
+    wrong += mismatches(out.narrow(0, at, n), piece_owner(r, to));
+    at += n;
+  }
+  return wrong + (at != out.numel() ? 1 : 0);
+}
+
+std::vector<int64_t> splits_from(int from, int ranks, const std::function<int64_t(int, int)>& piece_bytes) {
+  std::vector<int64_t> s;
+  for (int q = 0; q < ranks; ++q) s.push_back(piece_bytes(from, q));
+  return s;
+}
+
+std::vector<int64_t> splits_to(int to, int ranks, const std::function<int64_t(int, int)>& piece_bytes) {
+  std::vector<int64_t> s;
+  for (int r = 0; r < ranks; ++r) s.push_back(piece_bytes(r, to));
+  return s;
+}
+
+// Starts an alltoall_single of uint8 pieces of piece_bytes(from, to) bytes into `out`, sized here.
+std::shared_ptr<Work> start_alltoall(const std::shared_ptr<ProcessGroup>& pg, int rank, int ranks,
+                                     const std::function<int64_t(int, int)>& piece_bytes, Tensor& out) {
+  Tensor in = alltoall_input(rank, ranks, piece_bytes);
+  const auto in_splits = splits_from(rank, ranks, piece_bytes);
+  const auto out_splits = splits_to(rank, ranks, piece_bytes);
+  out = empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})}, TensorOptions(DType::UInt8));
+  return pg->alltoall_single(out, in, out_splits, in_splits);
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(MpFixture, "staged allgather: sizes around the staging chunk, in place and not",
+                 "[allgather][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(staging_options());
+  auto& q = queued(pg);
+  for (int64_t bytes : {int64_t{1}, int64_t{4096}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 12}) {
+    for (bool in_place : {false, true}) {
+      INFO(bytes << " bytes" << (in_place ? ", in place" : ""));
+      Tensor out = full({bytes * size()}, 0xee, TensorOptions(DType::UInt8));
+      Tensor in = message(bytes, rank());
+      if (in_place) {
+        out.narrow(0, rank() * bytes, bytes).copy_(in);
+        in = out.narrow(0, rank() * bytes, bytes);
+      }
+      const uint64_t before = q.staged_allgathers();
+      finish(pg->allgather_into_tensor(out, in));
+      CHECK(q.staged_allgathers() == before + 1);
+      for (int r = 0; r < size(); ++r) CHECK(mismatches(out.narrow(0, r * bytes, bytes), r) == 0);
+    }
+  }
+  // The list form, float and non-contiguous tensors: packed into a flat buffer first and unpacked after.
+  TensorList ins{column_view(full({3}, rank() + 0.5, DType::Float64))};
+  std::vector<TensorList> outs(1);
+  for (int r = 0; r < size(); ++r) outs[0].push_back(zeros({3}, DType::Float64));
+  finish(pg->allgather(outs, ins));
+  for (int r = 0; r < size(); ++r) {
+    CHECK_THAT(outs[0][static_cast<size_t>(r)], Equals(full({3}, r + 0.5, DType::Float64)));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "staged alltoall: pieces around the slot, equal splits", "[alltoall][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(staging_options());
+  auto& q = queued(pg);
+  const int64_t slot = collectives::staged_alltoall_slot_bytes(size());
+  for (int64_t piece : {int64_t{1}, int64_t{4096}, slot - 1, slot, slot + 1, 3 * slot + 5}) {
+    INFO(piece << " bytes per piece (slot " << slot << ")");
+    const auto bytes = [piece](int, int) { return piece; };
+    Tensor in = alltoall_input(rank(), size(), bytes);
+    Tensor out = empty({piece * size()}, TensorOptions(DType::UInt8));
+    const uint64_t before = q.staged_alltoalls();
+    finish(pg->alltoall_single(out, in, {}, {}));
+    CHECK(q.staged_alltoalls() == before + 1);
+    CHECK(alltoall_mismatches(out, rank(), size(), bytes) == 0);
+  }
+}
+
+TEST_CASE_METHOD(MpFixture, "staged alltoall: uneven and empty pieces, lists of float tensors",
+                 "[alltoall][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(staging_options());
+  auto& q = queued(pg);
+  const int64_t slot = collectives::staged_alltoall_slot_bytes(size());
+  // Zero, a few bytes, a piece over a slot and one over two: the op runs as many chunks as the largest
+  // piece of any rank needs, also on the ranks whose own pieces are small or empty.
+  const std::function<int64_t(int, int)> uneven = [slot](int from, int to) {
+    const int64_t sizes[] = {0, 5, slot + 3, 2 * slot + 1};
+    return sizes[(from + 2 * to) % 4];
+  };
+  Tensor out;
+  uint64_t before = q.staged_alltoalls();
+  finish(start_alltoall(pg, rank(), size(), uneven, out));
+  CHECK(q.staged_alltoalls() == before + 1);
+  CHECK(alltoall_mismatches(out, rank(), size(), uneven) == 0);
+
+  const std::function<int64_t(int, int)> nothing = [](int, int) { return int64_t{0}; };
+  before = q.staged_alltoalls();
+  finish(start_alltoall(pg, rank(), size(), nothing, out));
+  CHECK(q.staged_alltoalls() == before + 1);
+  CHECK(out.numel() == 0);
+
+  // Rank r sends r + s + 1 float64s of value 10r + s to rank s.
+  TensorList ins, outs;
+  for (int s = 0; s < size(); ++s) {
+    ins.push_back(full({rank() + s + 1}, 10.0 * rank() + s, DType::Float64));
+    outs.push_back(zeros({s + rank() + 1}, DType::Float64));
+  }
+  finish(pg->alltoall(outs, ins));
+  for (int s = 0; s < size(); ++s) {
+    CHECK_THAT(outs[static_cast<size_t>(s)], Equals(full({s + rank() + 1}, 10.0 * s + rank(), DType::Float64)));
+  }
+}
+
+TEST_CASE_METHOD(MpFixture,
+                 "staged allgather and alltoall: the engine's for every rank when one input is above the maximum",
+                 "[allgather][alltoall][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(staging_options(2, 4096));
+  auto& q = queued(pg);
+  // Only rank 0's input is above 4096 bytes: the ranks learn it from each other's sizes and all leave the
+  // op to the engine.
+  const std::function<int64_t(int, int)> rank0_large = [](int from, int) { return from == 0 ? int64_t{3000} : 10; };
+  Tensor out;
+  finish(start_alltoall(pg, rank(), size(), rank0_large, out));
+  CHECK(alltoall_mismatches(out, rank(), size(), rank0_large) == 0);
+  CHECK(q.staged_alltoalls() == 0);
+  const std::function<int64_t(int, int)> small = [](int from, int to) { return int64_t{from + to + 1}; };
+  finish(start_alltoall(pg, rank(), size(), small, out));
+  CHECK(alltoall_mismatches(out, rank(), size(), small) == 0);
+  CHECK(q.staged_alltoalls() == 1);
+
+  Tensor gathered = empty({4097 * int64_t{size()}}, TensorOptions(DType::UInt8));
+  Tensor in = message(4097, rank());
+  finish(pg->allgather_into_tensor(gathered, in));
+  for (int r = 0; r < size(); ++r) CHECK(mismatches(gathered.narrow(0, r * 4097, 4097), r) == 0);
+  CHECK(q.staged_allgathers() == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: many ops in flight on every lane, mixed with the engine's",
+                 "[allgather][alltoall][broadcast][shared][lanes][stress]") {
+  if (!supports_cpu() || size() < 2) return;
+  // Up to 1 MiB through shared memory; larger ops go to the engine on the same lanes, in between. The
+  // broadcasts between them wait for no rank but the root, so a rank may run a chunk ahead there: the
+  // staged ops must still not overwrite a block that a slower rank reads.
+  constexpr int64_t kMax = 1 << 20;
+  auto pg = make_group(staging_options(8, kMax));
+  auto& q = queued(pg);
+  constexpr int kOps = 48;
+  std::vector<Tensor> gathered(kOps), exchanged(kOps);
+  std::vector<TensorList> broadcasts;
+  std::vector<std::function<int64_t(int, int)>> pieces;
+  std::vector<std::shared_ptr<Work>> works;
+  uint64_t staged_gathers = 0, staged_exchanges = 0;
+  for (int i = 0; i < kOps; ++i) {
+    // Inputs of a few bytes to a few chunks; every fifth output is over the maximum.
+    const int64_t bytes = i % 5 == 4 ? kMax : i % 5 == 2 ? kMax / size() : 100 + 397 * i;
+    gathered[static_cast<size_t>(i)] = empty({bytes * size()}, TensorOptions(DType::UInt8));
+    Tensor in = message(bytes, rank());
+    works.push_back(pg->allgather_into_tensor(gathered[static_cast<size_t>(i)], in));
+    staged_gathers += bytes * size() <= kMax;
+    const int root = i % size();
+    broadcasts.push_back({message(i % 3 == 0 ? 2 * kChunk + 5 : 3000 + i, rank() == root ? root : size() + rank())});
+    BroadcastOptions o;
+    o.root_rank = root;
+    works.push_back(pg->broadcast(broadcasts.back(), o));
+    // Pieces within one slot, pieces over two (in range on any rank count), and every fourth alltoall's
+    // inputs over the maximum.
+    pieces.emplace_back([i, slot = collectives::staged_alltoall_slot_bytes(size())](int from, int to) {
+      const int64_t small = (i * 211 + from * 37 + to * 101) % 9000;
+      return i % 4 == 3 ? kMax / 2 + small : i % 4 == 1 ? 2 * slot + small : small;
+    });
+    works.push_back(start_alltoall(pg, rank(), size(), pieces.back(), exchanged[static_cast<size_t>(i)]));
+    int64_t largest = 0;
+    for (int r = 0; r < size(); ++r) {
+      const auto s = splits_from(r, size(), pieces.back());
+      largest = std::max(largest, std::accumulate(s.begin(), s.end(), int64_t{0}));
+    }
+    staged_exchanges += largest <= kMax;
+  }
+  for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait(Millis(60'000));
+  for (int i = 0; i < kOps; ++i) {
+    INFO("op " << i);
+    const Tensor& g = gathered[static_cast<size_t>(i)];
+    const int64_t bytes = g.numel() / size();
+    for (int r = 0; r < size(); ++r) CHECK(mismatches(g.narrow(0, r * bytes, bytes), r) == 0);
+    CHECK(mismatches(broadcasts[static_cast<size_t>(i)][0], i % size()) == 0);
+    CHECK(alltoall_mismatches(exchanged[static_cast<size_t>(i)], rank(), size(), pieces[static_cast<size_t>(i)]) == 0);
+  }
+  CHECK(q.staged_allgathers() == staged_gathers);
+  CHECK(q.staged_alltoalls() == staged_exchanges);
+  CHECK(q.shared_broadcasts() == static_cast<uint64_t>(kOps));
+  CHECK(staged_exchanges > 0);
+  CHECK(staged_exchanges < static_cast<uint64_t>(kOps));
+}
+
+TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: ranks with other sizes all fail, naming the sizes",
+                 "[allgather][alltoall][shared][checks]") {
+  if (!supports_cpu() || size() < 2) return;
+  const int odd = size() - 1;
+  {
+    auto pg = make_group(staging_options());
+    Tensor in = message(rank() == odd ? 16 : 8, rank());
+    Tensor out = empty({in.numel() * size()}, TensorOptions(DType::UInt8));
+    CHECK_THROWS_WITH(pg->allgather_into_tensor(out, in)->wait(Millis(60'000)),
+                      Contains("invalid tensor size") && Contains("gathers 16 bytes") && Contains("gathers 8 bytes"));
+  }
+  sync("allgather-mismatch-seen");
+  {
+    // Rank `odd` sends 2 bytes to rank 0, which expects 1.
+    auto pg = make_group(staging_options());
+    const std::function<int64_t(int, int)> sends = [odd](int from, int to) {
+      return from == odd && to == 0 ? int64_t{2} : int64_t{1};
+    };
+    Tensor in = alltoall_input(rank(), size(), sends);
+    Tensor out = empty({size()}, TensorOptions(DType::UInt8));
+    const std::vector<int64_t> ones(static_cast<size_t>(size()), 1);
+    CHECK_THROWS_WITH(pg->alltoall_single(out, in, ones, splits_from(rank(), size(), sends))->wait(Millis(60'000)),
+                      Contains("invalid tensor size") &&
+                          Contains(fmt::format("rank {} sends 2 elements to rank 0, which expects 1", odd)));
+  }
+  sync("alltoall-mismatch-seen");
+}
