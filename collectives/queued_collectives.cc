@@ -335,7 +335,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter(TensorList& outputs, st
                    Tensor out = flat_view(staging::as_buffer(outs[0], rd));
                    if (out.numel() > 0) {
                      pre_scale(in, op);
-                     run_reduce_scatter(in, out, eop, ctx);
+                     reduce_scatter_flat(in, out, eop, ctx);
                      post_scale(out, op, size());
                    }
                    staging::copy_into(outs[0], out);
@@ -372,7 +372,7 @@ std::shared_ptr<Work> QueuedProcessGroup::reduce_scatter_tensor(Tensor& output, 
                      pre_scale(in, op);
                      OpContext engine_ctx = ctx;
                      engine_ctx.input_is_scratch = scratch || in.data_ptr() != input.data_ptr();
-                     run_reduce_scatter(in, out, eop, engine_ctx);
+                     reduce_scatter_flat(in, out, eop, engine_ctx);
                      post_scale(out, op, size());
                    }
                    staging::copy_into(output, out);

@@ -123,12 +123,13 @@ class QueuedProcessGroup : public ProcessGroup {
   Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu()) override;
   // How many allreduces this rank ran through the pool (for tests and logs).
   uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
-  // How many broadcasts, allreduces, allgathers and alltoalls this rank ran through the shared-memory
-  // staging (for tests and logs).
+  // How many broadcasts, allreduces, allgathers, alltoalls and reduce_scatters this rank ran through the
+  // shared-memory staging (for tests and logs).
   uint64_t shared_broadcasts() const { return shared_broadcasts_.load(); }
   uint64_t staged_allreduces() const { return staged_allreduces_.load(); }
   uint64_t staged_allgathers() const { return staged_allgathers_.load(); }
   uint64_t staged_alltoalls() const { return staged_alltoalls_.load(); }
+  uint64_t staged_reduce_scatters() const { return staged_reduce_scatters_.load(); }
 
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const;
@@ -224,12 +225,13 @@ class QueuedProcessGroup : public ProcessGroup {
   // A broadcast through the staging (shared_broadcast.h) when staging_for() gives one; false: run the
   // engine's.
   bool try_shared_broadcast(Tensor& buffer, int root, const OpContext& ctx);
-  // The allgather and alltoall of the collectives' flat buffers: through the staging (staged_allgather.h,
-  // staged_alltoall.h) when it takes them, else the engine's.
+  // The allgather, alltoall and reduce_scatter of the collectives' flat buffers: through the staging
+  // (staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h) when it takes them, else the engine's.
   void allgather_flat(const Tensor& input, Tensor& output, const OpContext& ctx);
   void alltoall_flat(const Tensor& input, Tensor& output, const std::vector<int64_t>& send_counts,
                      const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
                      const std::vector<int64_t>& recv_offsets, const OpContext& ctx);
+  void reduce_scatter_flat(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx);
   // The group's staging for an op on `buffer`, when the engine allows it, the buffer is on the CPU and not
   // above the maximum, and every rank is on this host; null: the engine's. The first call sets the staging
   // up, collectively.
@@ -256,6 +258,7 @@ class QueuedProcessGroup : public ProcessGroup {
   std::atomic<uint64_t> staged_allreduces_{0};
   std::atomic<uint64_t> staged_allgathers_{0};
   std::atomic<uint64_t> staged_alltoalls_{0};
+  std::atomic<uint64_t> staged_reduce_scatters_{0};
   std::shared_ptr<Watcher> watcher_;          // one thread for every lane's waiter-mode looks
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;

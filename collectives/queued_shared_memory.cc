@@ -1,7 +1,7 @@
 // QueuedProcessGroup's shared-memory paths: the pool behind empty_shared() and the allreduce through it
-// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts, allgathers, alltoalls and
-// the allreduces of other buffers go through (shared_staging.h, shared_broadcast.h, staged_allreduce.h,
-// staged_allgather.h, staged_alltoall.h).
+// (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts, allgathers, alltoalls,
+// reduce_scatters and the allreduces of other buffers go through (shared_staging.h, shared_broadcast.h,
+// staged_allreduce.h, staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h).
 #include <fmt/format.h>
 
 #include "collectives/queued_process_group.h"
@@ -11,6 +11,7 @@
 #include "collectives/staged_allgather.h"
 #include "collectives/staged_allreduce.h"
 #include "collectives/staged_alltoall.h"
+#include "collectives/staged_reduce_scatter.h"
 
 namespace braid::collectives {
 
@@ -123,6 +124,29 @@ void QueuedProcessGroup::alltoall_flat(const Tensor& input, Tensor& output, cons
     return;
   }
   run_alltoall(input, output, send_counts, send_offsets, recv_counts, recv_offsets, ctx);
+}
+
+void QueuedProcessGroup::reduce_scatter_flat(const Tensor& input, Tensor& output, EngineOp op,
+                                             const OpContext& ctx) {
+  // The input's size, dtype and op are the same on every rank by the collective's contract.
+  SharedStaging* staging = staged_reduce_scatter_supports(output.dtype(), op) ? staging_for(input, ctx) : nullptr;
+  if (staging == nullptr) {
+    run_reduce_scatter(input, output, op, ctx);
+    return;
+  }
+  const auto* in = static_cast<const char*>(input.data_ptr());
+  const auto* out = static_cast<const char*>(output.data_ptr());
+  // The staged sum writes the output while it still reads the input: an output inside the input (this
+  // rank's block, in place) gets its sum in a buffer of its own first.
+  const bool overlaps = out < in + input.nbytes() && in < out + output.nbytes();
+  if (overlaps) {
+    Tensor separate = output.clone();
+    staged_reduce_scatter(*staging, input, separate, ctx);
+    output.copy_(separate);
+  } else {
+    staged_reduce_scatter(*staging, input, output, ctx);
+  }
+  staged_reduce_scatters_.fetch_add(1);
 }
 
 }  // namespace braid::collectives

@@ -1,7 +1,8 @@
-// Allgather and alltoall through the shared-memory staging (collectives/staged_allgather.h,
-// staged_alltoall.h): exact results for sizes around the staging chunk and the alltoall's slot, in place,
-// uneven and empty pieces, lists of float tensors; the path really taken (QueuedProcessGroup::
-// staged_allgathers, staged_alltoalls) on every engine that allows it (gloo by default, mpi when asked);
+// Allgather, alltoall and reduce_scatter through the shared-memory staging (collectives/
+// staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h): exact results for sizes around the
+// staging chunk and the slots, in place, uneven and empty pieces, lists of float tensors; the path really
+// taken (QueuedProcessGroup::staged_allgathers, staged_alltoalls, staged_reduce_scatters) on every engine
+// that allows it (gloo by default, mpi when asked);
 // the engine for every rank when any rank's input is above the maximum; many ops in flight on every lane;
 // size mismatches failing every rank alike. The timeout cases are in timeout_test.cc.
 #include <functional>
@@ -65,6 +66,32 @@ std::shared_ptr<Work> start_alltoall(const std::shared_ptr<ProcessGroup>& pg, in
   const auto out_splits = splits_to(rank, ranks, piece_bytes);
   out = empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})}, TensorOptions(DType::UInt8));
   return pg->alltoall_single(out, in, out_splits, in_splits);
+}
+
+// Rank r's input value at element i of block b of a reduce_scatter: small integers, exact in any order.
+double scatter_value(int64_t i, int b, int r) { return static_cast<double>(i % 13 + r + 2 * b); }
+
+// The sum over `ranks` ranks of their values at element i of block b.
+double scatter_sum(int64_t i, int b, int ranks) {
+  return static_cast<double>(ranks * (i % 13 + 2 * b)) + ranks * (ranks - 1) / 2.0;
+}
+
+// Rank `r`'s reduce_scatter input: `ranks` blocks of n elements of `dt`.
+Tensor scatter_input(int64_t n, int ranks, int r, DType dt) {
+  Tensor x = empty({n * ranks}, TensorOptions(DType::Float64));
+  for (int b = 0; b < ranks; ++b) {
+    for (int64_t i = 0; i < n; ++i) x.data<double>()[b * n + i] = scatter_value(i, b, r);
+  }
+  return x.to(dt);
+}
+
+// Whether `out` holds block `b`'s sum over `ranks` ranks (divided by `divisor`).
+bool is_scatter_sum(const Tensor& out, int b, int ranks, double divisor = 1.0) {
+  const Tensor d = out.to(DType::Float64).contiguous();
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    if (d.data<double>()[i] != scatter_sum(i, b, ranks) / divisor) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -152,6 +179,48 @@ TEST_CASE_METHOD(MpFixture, "staged alltoall: uneven and empty pieces, lists of 
   }
 }
 
+TEST_CASE_METHOD(MpFixture, "staged reduce_scatter: sizes around the slot, float32 and float64, SUM and AVG, in place",
+                 "[reduce_scatter][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(staging_options());
+  auto& q = queued(pg);
+  const int64_t slot = kChunk / size() / 64 * 64;
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const auto per_slot = slot / static_cast<int64_t>(element_size(dt));
+    for (int64_t n : {int64_t{1}, int64_t{15}, per_slot - 1, per_slot, per_slot + 1, 3 * per_slot + 5}) {
+      for (auto kind : {ReduceOp::SUM, ReduceOp::AVG}) {
+        INFO(dtype_name(dt) << " x " << n << (kind == ReduceOp::SUM ? " SUM" : " AVG"));
+        Tensor in = scatter_input(n, size(), rank(), dt);
+        Tensor out = zeros({n}, dt);
+        ReduceScatterOptions o;
+        o.reduce_op = ReduceOp(kind);
+        const uint64_t before = q.staged_reduce_scatters();
+        finish(pg->reduce_scatter_tensor(out, in, o));
+        CHECK(q.staged_reduce_scatters() == before + 1);
+        CHECK(is_scatter_sum(out, rank(), size(), kind == ReduceOp::SUM ? 1.0 : size()));
+      }
+    }
+  }
+  // In place: the output is this rank's block of the input.
+  Tensor in = scatter_input(3 * slot / 4 + 7, size(), rank(), DType::Float32);
+  const int64_t n = in.numel() / size();
+  Tensor out = in.narrow(0, rank() * n, n);
+  finish(pg->reduce_scatter_tensor(out, in));
+  CHECK(is_scatter_sum(out, rank(), size()));
+  // The list form with a non-contiguous output; int64 goes to the engine.
+  std::vector<TensorList> ins(1);
+  for (int b = 0; b < size(); ++b) ins[0].push_back(scatter_input(4, 1, rank(), DType::Float64) + 2.0 * b);
+  TensorList outs{column_view(zeros({4}, DType::Float64))};
+  finish(pg->reduce_scatter(outs, ins));
+  CHECK(is_scatter_sum(outs[0], rank(), size()));
+  const uint64_t before = q.staged_reduce_scatters();
+  Tensor ints_in = scatter_input(5, size(), rank(), DType::Int64);
+  Tensor ints_out = zeros({5}, DType::Int64);
+  finish(pg->reduce_scatter_tensor(ints_out, ints_in));
+  CHECK(is_scatter_sum(ints_out, rank(), size()));
+  CHECK(q.staged_reduce_scatters() == before);
+}
+
 TEST_CASE_METHOD(MpFixture,
                  "staged allgather and alltoall: the engine's for every rank when one input is above the maximum",
                  "[allgather][alltoall][shared]") {
@@ -177,8 +246,9 @@ TEST_CASE_METHOD(MpFixture,
   CHECK(q.staged_allgathers() == 0);
 }
 
-TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: many ops in flight on every lane, mixed with the engine's",
-                 "[allgather][alltoall][broadcast][shared][lanes][stress]") {
+TEST_CASE_METHOD(MpFixture,
+                 "staged allgather, alltoall and reduce_scatter: many ops in flight on every lane, among the engine's",
+                 "[allgather][alltoall][broadcast][reduce_scatter][shared][lanes][stress]") {
   if (!supports_cpu() || size() < 2) return;
   // Up to 1 MiB through shared memory; larger ops go to the engine on the same lanes, in between. The
   // broadcasts between them wait for no rank but the root, so a rank may run a chunk ahead there: the
@@ -189,9 +259,10 @@ TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: many ops in flight o
   constexpr int kOps = 48;
   std::vector<Tensor> gathered(kOps), exchanged(kOps);
   std::vector<TensorList> broadcasts;
+  std::vector<Tensor> scattered(kOps);
   std::vector<std::function<int64_t(int, int)>> pieces;
   std::vector<std::shared_ptr<Work>> works;
-  uint64_t staged_gathers = 0, staged_exchanges = 0;
+  uint64_t staged_gathers = 0, staged_exchanges = 0, staged_scatters = 0;
   for (int i = 0; i < kOps; ++i) {
     // Inputs of a few bytes to a few chunks; every fifth output is over the maximum.
     const int64_t bytes = i % 5 == 4 ? kMax : i % 5 == 2 ? kMax / size() : 100 + 397 * i;
@@ -204,6 +275,12 @@ TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: many ops in flight o
     BroadcastOptions o;
     o.root_rank = root;
     works.push_back(pg->broadcast(broadcasts.back(), o));
+    // float64 blocks of up to a few slots; every sixth input over the maximum.
+    const int64_t n = i % 6 == 5 ? kMax / 8 / size() + 1 : 1 + (i * 997) % 20'000;
+    Tensor scatter_in = scatter_input(n, size(), rank(), DType::Float64);
+    scattered[static_cast<size_t>(i)] = empty({n}, TensorOptions(DType::Float64));
+    works.push_back(pg->reduce_scatter_tensor(scattered[static_cast<size_t>(i)], scatter_in));
+    staged_scatters += n * 8 * size() <= kMax;
     // Pieces within one slot, pieces over two (in range on any rank count), and every fourth alltoall's
     // inputs over the maximum.
     pieces.emplace_back([i, slot = collectives::staged_alltoall_slot_bytes(size())](int from, int to) {
@@ -225,17 +302,19 @@ TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: many ops in flight o
     const int64_t bytes = g.numel() / size();
     for (int r = 0; r < size(); ++r) CHECK(mismatches(g.narrow(0, r * bytes, bytes), r) == 0);
     CHECK(mismatches(broadcasts[static_cast<size_t>(i)][0], i % size()) == 0);
+    CHECK(is_scatter_sum(scattered[static_cast<size_t>(i)], rank(), size()));
     CHECK(alltoall_mismatches(exchanged[static_cast<size_t>(i)], rank(), size(), pieces[static_cast<size_t>(i)]) == 0);
   }
   CHECK(q.staged_allgathers() == staged_gathers);
   CHECK(q.staged_alltoalls() == staged_exchanges);
   CHECK(q.shared_broadcasts() == static_cast<uint64_t>(kOps));
+  CHECK(q.staged_reduce_scatters() == staged_scatters);
   CHECK(staged_exchanges > 0);
   CHECK(staged_exchanges < static_cast<uint64_t>(kOps));
 }
 
-TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: ranks with other sizes all fail, naming the sizes",
-                 "[allgather][alltoall][shared][checks]") {
+TEST_CASE_METHOD(MpFixture, "staged allgather, alltoall and reduce_scatter: ranks with other sizes all fail",
+                 "[allgather][alltoall][reduce_scatter][shared][checks]") {
   if (!supports_cpu() || size() < 2) return;
   const int odd = size() - 1;
   {
@@ -260,4 +339,14 @@ TEST_CASE_METHOD(MpFixture, "staged allgather and alltoall: ranks with other siz
                           Contains(fmt::format("rank {} sends 2 elements to rank 0, which expects 1", odd)));
   }
   sync("alltoall-mismatch-seen");
+  {
+    auto pg = make_group(staging_options());
+    const int64_t n = rank() == odd ? 2 : 1;
+    Tensor in = zeros({n * size()}, DType::Float32);
+    Tensor out = zeros({n}, DType::Float32);
+    CHECK_THROWS_WITH(pg->reduce_scatter_tensor(out, in)->wait(Millis(60'000)),
+                      Contains("invalid tensor size") && Contains(fmt::format("reduces {} bytes", 8 * size())) &&
+                          Contains(fmt::format("reduces {} bytes", 4 * size())));
+  }
+  sync("reduce-scatter-mismatch-seen");
 }

@@ -203,8 +203,8 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a staged allreduce names the rank that ne
   sync("others-failed");
 }
 
-TEST_CASE_METHOD(MpFixture, "timeouts: a staged allgather and a staged alltoall name the rank that never entered",
-                 "[timeout][shared][allgather][alltoall]") {
+TEST_CASE_METHOD(MpFixture, "timeouts: a staged allgather, alltoall and reduce_scatter name the rank that never entered",
+                 "[timeout][shared][allgather][alltoall][reduce_scatter]") {
   if (size() < 2 || !supports_cpu()) return;
   GroupOptions go;
   go.timeout = kShortTimeout;
@@ -227,6 +227,15 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a staged allgather and a staged alltoall 
                                [&] { return pg->alltoall_single(out, in, {}, {}); });
   }
   sync("alltoall-others-failed");
+  {
+    auto pg = make_group(go);
+    Tensor in = floats(std::vector<double>(static_cast<size_t>(size()), 1.0));
+    Tensor out = floats({0.0});
+    finish(pg->reduce_scatter_tensor(out, in));
+    expect_shared_wait_timeout(*pg, rank(), 0, "reduce_scatter_tensor", "reduce_scatter", "copy in a chunk",
+                               [&] { return pg->reduce_scatter_tensor(out, in); });
+  }
+  sync("reduce-scatter-others-failed");
 }
 
 TEST_CASE_METHOD(MpFixture, "timeouts: a rank that never sets up the shared-memory pool is named, and nothing "
