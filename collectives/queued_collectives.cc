@@ -474,7 +474,7 @@ std::shared_ptr<Work> QueuedProcessGroup::barrier(const BarrierOptions& options)
   return enqueue({"barrier", options.timeout, engine_device(), detail_ ? "barrier" : ""},
                  [this, earlier = std::move(earlier)](const OpContext& ctx) {
                    for (const auto& w : earlier) w->wait(ctx.deadline.remaining());
-                   run_barrier(ctx);
+                   if (!try_staged_barrier(ctx)) run_barrier(ctx);
                    return TensorList{};
                  });
 }

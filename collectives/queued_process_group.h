@@ -123,13 +123,14 @@ class QueuedProcessGroup : public ProcessGroup {
   Tensor empty_shared(const Shape& shape, DType dtype, Device device = Device::cpu()) override;
   // How many allreduces this rank ran through the pool (for tests and logs).
   uint64_t shared_allreduces() const { return shared_allreduces_.load(); }
-  // How many broadcasts, allreduces, allgathers, alltoalls and reduce_scatters this rank ran through the
-  // shared-memory staging (for tests and logs).
+  // How many broadcasts, allreduces, allgathers, alltoalls, reduce_scatters and barriers this rank ran
+  // through the shared-memory staging (for tests and logs).
   uint64_t shared_broadcasts() const { return shared_broadcasts_.load(); }
   uint64_t staged_allreduces() const { return staged_allreduces_.load(); }
   uint64_t staged_allgathers() const { return staged_allgathers_.load(); }
   uint64_t staged_alltoalls() const { return staged_alltoalls_.load(); }
   uint64_t staged_reduce_scatters() const { return staged_reduce_scatters_.load(); }
+  uint64_t staged_barriers() const { return staged_barriers_.load(); }
 
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const;
@@ -232,6 +233,9 @@ class QueuedProcessGroup : public ProcessGroup {
                      const std::vector<int64_t>& send_offsets, const std::vector<int64_t>& recv_counts,
                      const std::vector<int64_t>& recv_offsets, const OpContext& ctx);
   void reduce_scatter_flat(const Tensor& input, Tensor& output, EngineOp op, const OpContext& ctx);
+  // A barrier through the staging (staged_barrier.h) when the engine's device is the CPU and staging_on()
+  // gives one; false: run the engine's.
+  bool try_staged_barrier(const OpContext& ctx);
   // The group's staging for an op on `buffer`, when the engine allows it, the buffer is on the CPU and not
   // above the maximum, and every rank is on this host; null: the engine's. The first call sets the staging
   // up, collectively.
@@ -259,6 +263,7 @@ class QueuedProcessGroup : public ProcessGroup {
   std::atomic<uint64_t> staged_allgathers_{0};
   std::atomic<uint64_t> staged_alltoalls_{0};
   std::atomic<uint64_t> staged_reduce_scatters_{0};
+  std::atomic<uint64_t> staged_barriers_{0};
   std::shared_ptr<Watcher> watcher_;          // one thread for every lane's waiter-mode looks
   std::vector<std::shared_ptr<Lane>> lanes_;  // shared with the Works they run (Work::Helper)
   std::thread monitor_;

@@ -1,7 +1,8 @@
 // QueuedProcessGroup's shared-memory paths: the pool behind empty_shared() and the allreduce through it
 // (shared_memory_pool.h, shared_allreduce.h), and the staging that broadcasts, allgathers, alltoalls,
-// reduce_scatters and the allreduces of other buffers go through (shared_staging.h, shared_broadcast.h,
-// staged_allreduce.h, staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h).
+// reduce_scatters, barriers and the allreduces of other buffers go through (shared_staging.h,
+// shared_broadcast.h, staged_allreduce.h, staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h,
+// staged_barrier.h).
 #include <fmt/format.h>
 
 #include "collectives/queued_process_group.h"
@@ -11,6 +12,7 @@
 #include "collectives/staged_allgather.h"
 #include "collectives/staged_allreduce.h"
 #include "collectives/staged_alltoall.h"
+#include "collectives/staged_barrier.h"
 #include "collectives/staged_reduce_scatter.h"
 
 namespace braid::collectives {
@@ -147,6 +149,14 @@ void QueuedProcessGroup::reduce_scatter_flat(const Tensor& input, Tensor& output
     staged_reduce_scatter(*staging, input, output, ctx);
   }
   staged_reduce_scatters_.fetch_add(1);
+}
+
+bool QueuedProcessGroup::try_staged_barrier(const OpContext& ctx) {
+  SharedStaging* staging = staging_on(engine_device(), ctx);
+  if (staging == nullptr) return false;
+  staged_barrier(*staging, ctx);
+  staged_barriers_.fetch_add(1);
+  return true;
 }
 
 }  // namespace braid::collectives

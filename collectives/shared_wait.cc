@@ -22,11 +22,18 @@ using Clock = std::chrono::steady_clock;
 // How often a long wait checks that the rank it waits for still runs (one kill(pid, 0)).
 constexpr std::chrono::milliseconds kLivenessEvery{100};
 
+// glibc reads /sys/devices/system/cpu/online on every sysconf(_SC_NPROCESSORS_ONLN): a few µs, once per
+// wait, in ops that take a few µs. Read once.
+long online_cpus() {
+  static const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus;
+}
+
 class ArrivalWait {
  public:
   ArrivalWait(int local_ranks, int64_t bytes)
       : start_(Clock::now()),
-        spin_(local_ranks <= ::sysconf(_SC_NPROCESSORS_ONLN)),
+        spin_(local_ranks <= online_cpus()),
         busy_(std::chrono::microseconds(1000 + bytes / 1000)) {}
 
   void pause(Clock::time_point now) {

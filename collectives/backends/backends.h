@@ -40,11 +40,12 @@ struct BackendOptions {
   // shared-memory pool (ProcessGroup::empty_shared) reduces through it. Unset: BRAID_SHM_ALLREDUCE_MIN_BYTES,
   // else 64 KiB (docs/CONFIG.md).
   std::optional<int64_t> shared_memory_min_bytes;
-  // A broadcast, or an allreduce (SUM, AVG, PREMUL_SUM; float32, float64) of a buffer not in the pool, of
-  // at most this many bytes, on a group whose ranks are all on this host, goes through shared-memory
-  // staging (collectives/shared_staging.h) instead of the engine; 0 turns that off. Unset:
-  // BRAID_SHM_STAGING_MAX_BYTES, else no limit for gloo and 0 for mpi (docs/CONFIG.md). Must be the same on
-  // every rank.
+  // A CPU broadcast, allgather (its output), alltoall (the largest input of any rank), barrier, and
+  // reduce_scatter or allreduce (SUM, AVG, PREMUL_SUM; float32, float64; for the allreduce, of a buffer not
+  // in the pool) of at most this many bytes, on a group whose ranks are all on this host, goes through
+  // shared-memory staging (collectives/shared_staging.h) instead of the engine; 0 turns that off. Unset:
+  // BRAID_SHM_STAGING_MAX_BYTES, else no limit for gloo and 1 MiB for mpi (docs/CONFIG.md). Must be the
+  // same on every rank.
   std::optional<int64_t> shared_staging_max_bytes;
   // nccl: the CUDA device of this rank (-1: local rank modulo the device count).
   int cuda_device = -1;

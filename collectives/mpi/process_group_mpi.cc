@@ -44,6 +44,14 @@ constexpr int kExchangeTag = 1;
 // sizes only; with 2 ranks MPI's own exchange is the same single step.
 constexpr size_t kDirectAllreduceMaxBytes = 32 * 1024;
 
+// Collectives of up to this many bytes go through braid's shared-memory staging when the group's ranks
+// share a host (collectives/shared_staging.h), larger ones through Open MPI. Up to 1 MiB the staging beat
+// Open MPI's own transport in every op on 2 and 4 ranks (4 ranks, 4 KiB: allreduce 7.2 against 17.6 µs,
+// broadcast 3.4 against 9.7; 1 MiB: broadcast 57 against 155, alltoall 87 against 145), while at 4 MiB
+// Open MPI's single copy wins broadcast, allgather and alltoall (2 ranks, alltoall 165 against 74 µs;
+// docs/PERFORMANCE.md, "Staged collectives on mpi").
+constexpr int64_t kSharedStagingDefaultMax = int64_t{1} << 20;
+
 // From this input size on, reduce_scatter runs as an allreduce (see run_reduce_scatter).
 constexpr size_t kReduceScatterViaAllreduce = size_t{8} << 20;
 
@@ -73,6 +81,7 @@ QueuedProcessGroup::Config make_config(const BackendOptions& options) {
   config.timeout = options.timeout;
   config.shared_min_bytes = options.shared_memory_min_bytes;
   config.shared_staging_max_bytes = options.shared_staging_max_bytes;
+  config.shared_staging_default_max = kSharedStagingDefaultMax;
   return config;
 }
 

@@ -1,12 +1,15 @@
-// Allgather, alltoall and reduce_scatter through the shared-memory staging (collectives/
-// staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h): exact results for sizes around the
-// staging chunk and the slots, in place, uneven and empty pieces, lists of float tensors; the path really
-// taken (QueuedProcessGroup::staged_allgathers, staged_alltoalls, staged_reduce_scatters) on every engine
-// that allows it (gloo by default, mpi when asked);
+// Allgather, alltoall, reduce_scatter and barrier through the shared-memory staging (collectives/
+// staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h, staged_barrier.h): exact results for
+// sizes around the staging chunk and the slots, in place, uneven and empty pieces, lists of float tensors;
+// a barrier that holds every rank until the last arrives; the path really taken (QueuedProcessGroup::
+// staged_allgathers, staged_alltoalls, staged_reduce_scatters, staged_barriers) on every engine that
+// allows it (gloo by default, mpi when asked);
 // the engine for every rank when any rank's input is above the maximum; many ops in flight on every lane;
 // size mismatches failing every rank alike. The timeout cases are in timeout_test.cc.
+#include <chrono>
 #include <functional>
 #include <numeric>
+#include <thread>
 
 #include "collectives/shared_staging.h"
 #include "collectives/staged_alltoall.h"
@@ -221,6 +224,22 @@ TEST_CASE_METHOD(MpFixture, "staged reduce_scatter: sizes around the slot, float
   CHECK(q.staged_reduce_scatters() == before);
 }
 
+TEST_CASE_METHOD(MpFixture, "staged barrier: every rank waits for the last to arrive", "[barrier][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  auto pg = make_group(staging_options());
+  auto& q = queued(pg);
+  finish(pg->barrier());  // sets the staging up and lines the ranks up
+  const int late = size() - 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  finish(pg->barrier());
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  // Every rank left the first barrier within a few ms of the others, so none leaves the second before the
+  // late rank's 300 ms are nearly over.
+  CHECK(waited >= std::chrono::milliseconds(200));
+  CHECK(q.staged_barriers() == 2);
+}
+
 TEST_CASE_METHOD(MpFixture,
                  "staged allgather and alltoall: the engine's for every rank when one input is above the maximum",
                  "[allgather][alltoall][shared]") {
@@ -248,7 +267,7 @@ TEST_CASE_METHOD(MpFixture,
 
 TEST_CASE_METHOD(MpFixture,
                  "staged allgather, alltoall and reduce_scatter: many ops in flight on every lane, among the engine's",
-                 "[allgather][alltoall][broadcast][reduce_scatter][shared][lanes][stress]") {
+                 "[allgather][alltoall][broadcast][reduce_scatter][barrier][shared][lanes][stress]") {
   if (!supports_cpu() || size() < 2) return;
   // Up to 1 MiB through shared memory; larger ops go to the engine on the same lanes, in between. The
   // broadcasts between them wait for no rank but the root, so a rank may run a chunk ahead there: the
@@ -288,6 +307,7 @@ TEST_CASE_METHOD(MpFixture,
       return i % 4 == 3 ? kMax / 2 + small : i % 4 == 1 ? 2 * slot + small : small;
     });
     works.push_back(start_alltoall(pg, rank(), size(), pieces.back(), exchanged[static_cast<size_t>(i)]));
+    if (i % 8 == 7) works.push_back(pg->barrier());
     int64_t largest = 0;
     for (int r = 0; r < size(); ++r) {
       const auto s = splits_from(r, size(), pieces.back());
@@ -309,6 +329,7 @@ TEST_CASE_METHOD(MpFixture,
   CHECK(q.staged_alltoalls() == staged_exchanges);
   CHECK(q.shared_broadcasts() == static_cast<uint64_t>(kOps));
   CHECK(q.staged_reduce_scatters() == staged_scatters);
+  CHECK(q.staged_barriers() == static_cast<uint64_t>(kOps / 8));
   CHECK(staged_exchanges > 0);
   CHECK(staged_exchanges < static_cast<uint64_t>(kOps));
 }
@@ -339,6 +360,18 @@ TEST_CASE_METHOD(MpFixture, "staged allgather, alltoall and reduce_scatter: rank
                           Contains(fmt::format("rank {} sends 2 elements to rank 0, which expects 1", odd)));
   }
   sync("alltoall-mismatch-seen");
+  {
+    // Every rank sends itself 2 bytes but expects 1: every rank names rank 0, the first it checks.
+    auto pg = make_group(staging_options());
+    std::vector<int64_t> in_splits(static_cast<size_t>(size()), 1);
+    in_splits[static_cast<size_t>(rank())] = 2;
+    Tensor in = zeros({size() + 1}, DType::UInt8);
+    Tensor out = zeros({size()}, DType::UInt8);
+    const std::vector<int64_t> ones(static_cast<size_t>(size()), 1);
+    CHECK_THROWS_WITH(pg->alltoall_single(out, in, ones, in_splits)->wait(Millis(60'000)),
+                      Contains("invalid tensor size") && Contains("rank 0 sends itself 2 elements but expects 1"));
+  }
+  sync("alltoall-self-mismatch-seen");
   {
     auto pg = make_group(staging_options());
     const int64_t n = rank() == odd ? 2 : 1;

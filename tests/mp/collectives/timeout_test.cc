@@ -203,8 +203,8 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a staged allreduce names the rank that ne
   sync("others-failed");
 }
 
-TEST_CASE_METHOD(MpFixture, "timeouts: a staged allgather, alltoall and reduce_scatter name the rank that never entered",
-                 "[timeout][shared][allgather][alltoall][reduce_scatter]") {
+TEST_CASE_METHOD(MpFixture, "timeouts: staged allgather, alltoall, reduce_scatter and barrier name the rank that never came",
+                 "[timeout][shared][allgather][alltoall][reduce_scatter][barrier]") {
   if (size() < 2 || !supports_cpu()) return;
   GroupOptions go;
   go.timeout = kShortTimeout;
@@ -236,6 +236,13 @@ TEST_CASE_METHOD(MpFixture, "timeouts: a staged allgather, alltoall and reduce_s
                                [&] { return pg->reduce_scatter_tensor(out, in); });
   }
   sync("reduce-scatter-others-failed");
+  {
+    auto pg = make_group(go);
+    finish(pg->barrier());
+    expect_shared_wait_timeout(*pg, rank(), size() - 1, "barrier", "barrier", "enter it",
+                               [&] { return pg->barrier(); });
+  }
+  sync("barrier-others-failed");
 }
 
 TEST_CASE_METHOD(MpFixture, "timeouts: a rank that never sets up the shared-memory pool is named, and nothing "
