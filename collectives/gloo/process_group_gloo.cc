@@ -42,7 +42,7 @@ struct ProcessGroupGloo::LaneContext {
 namespace {
 
 // Collectives of every size go through shared memory when the group's ranks share a host
-// (collectives/shared_staging.h): 1.2-100x faster than gloo's algorithms over TCP loopback there
+// (collectives/shared_staging.h): 3-70x faster than gloo's algorithms over TCP loopback there
 // (docs/PERFORMANCE.md, "gloo broadcast and allreduce through shared memory" and the sections after it).
 constexpr int64_t kSharedStagingDefaultMax = int64_t{1} << 40;
 
