@@ -1,12 +1,13 @@
 // Alltoall of ordinary CPU buffers through the group's staging blocks (shared_staging.h), for groups
 // whose ranks are all on one host: every rank copies its pieces for the others into its blocks once and
-// copies the others' pieces for it out once, instead of gloo's pairwise exchange over TCP loopback.
+// copies the others' pieces for it out once (instead of gloo's pairwise exchange over TCP loopback, or, up
+// to 1 MiB, Open MPI's transport).
 //
 // A block of chunk g holds a table (every rank's send and receive sizes, in bytes), then one slot per
 // destination rank: slice k of the piece for that rank, where k counts the op's chunks from 0 and a slice
-// is slot_bytes() long. Chunk g, in block g % 2 of every rank's segment:
-//   1. wait until every rank is done with chunk g - 2, write the table and this rank's slices in, publish
-//      data-in;
+// is staged_alltoall_slot_bytes() long. Chunk g, in block g % 2 of every rank's segment:
+//   1. wait until every rank is done with chunk g - 2, write the table (the op's first chunk only) and this
+//      rank's slices in, publish data-in;
 //   2. for every other rank, starting after this one, wait until its data is in and copy the slice it
 //      holds for this rank into the output; publish done.
 // The first chunk waits for every rank's table first. From all tables every rank reads the same verdicts:

@@ -1,7 +1,7 @@
 // Broadcast and allreduce through the shared-memory staging (collectives/shared_staging.h,
 // shared_broadcast.h, staged_allreduce.h): exact results for sizes around the staging chunk (every root;
 // float32 and float64, SUM and AVG), the path really taken (QueuedProcessGroup::shared_broadcasts,
-// staged_allreduces) on every engine that allows it (gloo by default, mpi when asked), many ops in
+// staged_allreduces) on every engine that allows it (the groups here stage every size), many ops in
 // flight on every lane mixed with the engine's, the engine taking over above the maximum and for what the
 // staging does not reduce, and size mismatches named. The timeout cases are in timeout_test.cc.
 #include "collectives/shared_staging.h"

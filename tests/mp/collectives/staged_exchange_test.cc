@@ -3,7 +3,7 @@
 // sizes around the staging chunk and the slots, in place, uneven and empty pieces, lists of float tensors;
 // a barrier that holds every rank until the last arrives; the path really taken (QueuedProcessGroup::
 // staged_allgathers, staged_alltoalls, staged_reduce_scatters, staged_barriers) on every engine that
-// allows it (gloo by default, mpi when asked);
+// allows it (the groups here stage every size, on gloo and on mpi);
 // the engine for every rank when any rank's input is above the maximum; many ops in flight on every lane;
 // size mismatches failing every rank alike. The timeout cases are in timeout_test.cc.
 #include <chrono>
