@@ -93,4 +93,17 @@ void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t 
   }
 }
 
+void check_staged_sizes(SharedStaging& staging, int lane, int parity, uint64_t gen, int64_t bytes,
+                        const OpContext& ctx, const char* verb) {
+  SharedMemoryPool& pool = staging.pool();
+  for (int r = 0; r < pool.size(); ++r) {
+    const int64_t theirs = *reinterpret_cast<const int64_t*>(staging.block(r, lane, parity));
+    if (theirs != bytes) {
+      pool.slot(pool.rank(), lane).arrived.store(staged_done(gen), std::memory_order_release);
+      BRAID_THROW(CommError, "{}: invalid tensor size: rank {} {} {} bytes, rank {} {} {} bytes", ctx.what, r, verb,
+                  theirs, pool.rank(), verb, bytes);
+    }
+  }
+}
+
 }  // namespace braid::collectives

@@ -13,6 +13,7 @@
 
 #include "collectives/queued_process_group.h"
 #include "collectives/shared_memory_pool.h"
+#include "collectives/shared_staging.h"
 
 namespace braid::collectives {
 
@@ -27,5 +28,13 @@ inline RankRange all_ranks(const SharedMemoryPool& pool) { return {0, pool.size(
 // "<ctx.what>: the shared-memory <op> waited N ms for rank(s) 1, 3 to <what>".
 void wait_for_ranks(SharedMemoryPool& pool, int lane, RankRange ranks, uint64_t target, int64_t bytes,
                     const OpContext& ctx, const char* op, const char* what);
+
+// After every rank's data of chunk `gen` is in: checks that every rank's staging block (`parity` of
+// `lane`) has `bytes` in its header, as this rank's. On a mismatch this rank publishes it is done with the
+// chunk (so the others' later chunks are not held back) and throws a CommError naming both sizes:
+// "invalid tensor size: rank 1 <verb> 16 bytes, rank 0 <verb> 8 bytes". Every rank checks every rank, so
+// all fail alike.
+void check_staged_sizes(SharedStaging& staging, int lane, int parity, uint64_t gen, int64_t bytes,
+                        const OpContext& ctx, const char* verb);
 
 }  // namespace braid::collectives

@@ -4,27 +4,9 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "base/error.h"
 #include "collectives/shared_wait.h"
 
 namespace braid::collectives {
-namespace {
-
-// Releases chunk `gen`'s blocks for the later chunks when every rank's size is the same as this rank's,
-// and throws (every rank alike: each checks all) otherwise.
-void check_sizes(SharedStaging& staging, int lane, int parity, uint64_t gen, int64_t bytes, const OpContext& ctx) {
-  SharedMemoryPool& pool = staging.pool();
-  for (int r = 0; r < pool.size(); ++r) {
-    const int64_t theirs = *reinterpret_cast<const int64_t*>(staging.block(r, lane, parity));
-    if (theirs != bytes) {
-      pool.slot(pool.rank(), lane).arrived.store(staged_done(gen), std::memory_order_release);
-      BRAID_THROW(CommError, "{}: invalid tensor size: rank {} gathers {} bytes, rank {} gathers {} bytes", ctx.what, r,
-                  theirs, pool.rank(), bytes);
-    }
-  }
-}
-
-}  // namespace
 
 void staged_allgather(SharedStaging& staging, const Tensor& input, Tensor& output, const OpContext& ctx) {
   SharedMemoryPool& pool = staging.pool();
@@ -56,7 +38,7 @@ void staged_allgather(SharedStaging& staging, const Tensor& input, Tensor& outpu
     const bool first = done == 0;
     if (first) {
       wait_for_ranks(pool, lane, all_ranks(pool), staged_data_in(gen), chunk, ctx, "allgather", "copy in a chunk");
-      check_sizes(staging, lane, parity, gen, bytes, ctx);
+      check_staged_sizes(staging, lane, parity, gen, bytes, ctx, "gathers");
     }
     for (int i = 1; i < ranks; ++i) {
       const int r = (me + i) % ranks;

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "base/check.h"
-#include "base/error.h"
 #include "collectives/shared_allreduce.h"
 #include "collectives/shared_reduce.h"
 #include "collectives/shared_wait.h"
@@ -56,14 +55,7 @@ void staged_allreduce(SharedStaging& staging, Tensor& buffer, const OpContext& c
     std::memcpy(own + kStagingHeaderBytes, data + done, static_cast<size_t>(n));
     mine.arrived.store(staged_data_in(gen), std::memory_order_release);
     wait_for_ranks(pool, lane, all_ranks(pool), staged_data_in(gen), n, ctx, "allreduce", "copy in a chunk");
-    for (int r = 0; r < pool.size(); ++r) {
-      const int64_t theirs = *reinterpret_cast<const int64_t*>(staging.block(r, lane, parity));
-      if (theirs != bytes) {
-        mine.arrived.store(staged_done(gen), std::memory_order_release);  // as the broadcast: release, then fail
-        BRAID_THROW(CommError, "{}: invalid tensor size: rank {} reduces {} bytes, rank {} reduces {} bytes", ctx.what,
-                    r, theirs, pool.rank(), bytes);
-      }
-    }
+    check_staged_sizes(staging, lane, parity, gen, bytes, ctx, "reduces");
     if (buffer.dtype() == DType::Float32) {
       reduce_chunk_share<float>(staging, lane, parity, n / element);
     } else {

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "base/error.h"
 #include "collectives/shared_allreduce.h"
 #include "collectives/shared_wait.h"
 
@@ -64,14 +63,7 @@ void staged_reduce_scatter(SharedStaging& staging, const Tensor& input, Tensor& 
     if (done == 0) {
       wait_for_ranks(pool, lane, all_ranks(pool), staged_data_in(gen), n * ranks, ctx, "reduce_scatter",
                      "copy in a chunk");
-      for (int r = 0; r < ranks; ++r) {
-        const int64_t theirs = *reinterpret_cast<const int64_t*>(staging.block(r, lane, parity));
-        if (theirs != bytes) {
-          mine.arrived.store(staged_done(gen), std::memory_order_release);  // release, then fail
-          BRAID_THROW(CommError, "{}: invalid tensor size: rank {} reduces {} bytes, rank {} reduces {} bytes",
-                      ctx.what, r, theirs, me, bytes);
-        }
-      }
+      check_staged_sizes(staging, lane, parity, gen, bytes, ctx, "reduces");
     }
     for (int r = 0; r < ranks; ++r) {
       const char* src = in + me * block + done;
