@@ -1,6 +1,7 @@
 // copy_, fill_, contiguous, clone, to(dtype), to(device), item: moving and converting elements.
 #include <cstring>
 
+#include "base/copy_bytes.h"
 #include "tensor/cuda/device_api.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
@@ -33,7 +34,7 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
       detail::for_each_row(rows, [](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
         if constexpr (std::is_same_v<D, S>) {
           if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
-            std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(D));
+            copy_bytes(p[0], p[1], static_cast<size_t>(n) * sizeof(D));
             return;
           }
         }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/copy_bytes.h"
 #include "base/env.h"
 #include "collectives/mpi/mpi_p2p.h"
 #include "collectives/mpi/mpi_runtime.h"
@@ -127,7 +128,7 @@ void post_exchange(std::vector<MPI_Request>& requests, int rank, int size, MPI_D
 template <class BlockOf>
 void reduce_in_rank_order(char* out, BlockOf&& block_of, int size, int n, size_t bytes, MPI_Datatype type,
                           MPI_Op op, const std::string& what) {
-  std::memcpy(out, block_of(0), bytes);
+  copy_bytes(out, block_of(0), bytes);
   for (int r = 1; r < size; ++r) {
     check_mpi(MPI_Reduce_local(block_of(r), out, n, type, op), "MPI_Reduce_local", what);
   }
@@ -306,7 +307,7 @@ void ProcessGroupMPI::run_direct_allreduce(Tensor& buffer, EngineOp op, const Op
                  post_exchange(
                      rs, rank(), size(), type, comm, ctx.what, [&](int from) { return Part{slot(from), n}; },
                      [&](int) { return Part{mine, n}; });
-                 std::memcpy(slot(rank()), mine, bytes);
+                 copy_bytes(slot(rank()), mine, bytes);
                });
   reduce_in_rank_order(mine, slot, size(), n, bytes, type, mpi_op, ctx.what);
 }
@@ -379,7 +380,7 @@ void ProcessGroupMPI::run_direct_allgather(const Tensor& input, Tensor& output, 
     post_exchange(
         rs, rank(), size(), type, comm, ctx.what,
         [&](int from) { return Part{out + static_cast<size_t>(from) * block, n}; }, [&](int) { return Part{mine, n}; });
-    if (!in_place) std::memcpy(out + static_cast<size_t>(rank()) * block, ptr(input), block);
+    if (!in_place) copy_bytes(out + static_cast<size_t>(rank()) * block, ptr(input), block);
   });
 }
 
@@ -412,8 +413,8 @@ void ProcessGroupMPI::run_reduce_scatter(const Tensor& input, Tensor& output, En
     // the caller gave the input up.
     Tensor scratch = ctx.input_is_scratch ? input : input.clone();
     run_allreduce(scratch, op, ctx);
-    std::memcpy(ptr(output), static_cast<const char*>(ptr(scratch)) + static_cast<size_t>(rank()) * output.nbytes(),
-                output.nbytes());
+    copy_bytes(ptr(output), static_cast<const char*>(ptr(scratch)) + static_cast<size_t>(rank()) * output.nbytes(),
+               output.nbytes());
     return;
   }
   if (n == 0) return;
@@ -538,9 +539,9 @@ void ProcessGroupMPI::run_direct_alltoall(const Tensor& input, Tensor& output,
                        return Part{in + static_cast<size_t>(at(send_offsets, to)) * element, at(send_counts, to)};
                      });
                  if (own > 0) {
-                   std::memcpy(out + static_cast<size_t>(at(recv_offsets, rank())) * element,
-                               in + static_cast<size_t>(at(send_offsets, rank())) * element,
-                               static_cast<size_t>(own) * element);
+                   copy_bytes(out + static_cast<size_t>(at(recv_offsets, rank())) * element,
+                              in + static_cast<size_t>(at(send_offsets, rank())) * element,
+                              static_cast<size_t>(own) * element);
                  }
                });
 }
