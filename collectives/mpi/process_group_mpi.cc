@@ -53,6 +53,14 @@ constexpr size_t kDirectAllreduceMaxBytes = 32 * 1024;
 // docs/PERFORMANCE.md, "Staged collectives on mpi").
 constexpr int64_t kSharedStagingDefaultMax = int64_t{1} << 20;
 
+// On more than 2 ranks, allgathers of more than this many output bytes go to libnbc's MPI_Iallgather
+// instead of the direct exchange, which collapsed there with blocks of about 0.5-1.5 MiB. braid / raw
+// MPI_Allgather, staging off (paired medians; direct exchange -> MPI_Iallgather): 4 ranks 1 MiB 0.99x ->
+// 1.04x, 2 MiB 2.43x -> 0.98x, 4 MiB 2.50x -> 0.95x, 16 MiB 0.95x -> 0.89x; 3 ranks 3 MiB 1.38x -> 0.82x,
+// 6 MiB 0.47x -> 0.50x, 24 MiB 0.44x -> 0.40x. On 2 ranks the direct exchange is one send each way and
+// stays (16 MiB: 1.03x).
+constexpr size_t kDirectAllgatherMaxBytes = size_t{1} << 20;
+
 // From this input size on, reduce_scatter runs as an allreduce (see run_reduce_scatter).
 constexpr size_t kReduceScatterViaAllreduce = size_t{8} << 20;
 
@@ -327,7 +335,7 @@ void ProcessGroupMPI::run_allgather(const Tensor& input, Tensor& output, const O
   if (n == 0) return;
   // The input may already sit in the output's slot for this rank (allgather_into_tensor on a view).
   const bool in_place = ptr(input) == static_cast<char*>(ptr(output)) + static_cast<size_t>(rank()) * input.nbytes();
-  if (size() <= kDirectExchangeMaxRanks) {
+  if (size() == 2 || (size() <= kDirectExchangeMaxRanks && output.nbytes() <= kDirectAllgatherMaxBytes)) {
     run_direct_allgather(input, output, in_place, ctx);
     return;
   }

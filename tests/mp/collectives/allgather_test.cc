@@ -95,7 +95,9 @@ TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: rank-major concatenation alo
 TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: blocks on both sides of the engines' algorithm switch, in place too",
                  "[allgather]") {
   // gloo gathers blocks of up to 512 KiB in one step and larger ones in its ring (process_group_gloo.cc);
-  // these sizes run both, and an input that is this rank's own block of the output.
+  // mpi stages outputs of up to 1 MiB and, on more than 2 ranks, leaves larger ones to MPI_Iallgather
+  // rather than its direct exchange (process_group_mpi.cc). These sizes run each path, and an input that
+  // is this rank's own block of the output.
   auto pg = shared_group();
   const int ws = size();
   for (int64_t numel : {int64_t{1}, int64_t{128 * 1024}, int64_t{160 * 1024}}) {
