@@ -82,6 +82,13 @@ class QueuedProcessGroup : public ProcessGroup {
     // BRAID_SHM_STAGING_MAX_BYTES is set (0: broadcasts and allreduces go to the engine).
     std::optional<int64_t> shared_staging_max_bytes;
     int64_t shared_staging_default_max = 0;
+    // Waiter mode (queued_process_group.cc, Lane and Watcher): an op nobody waits for is started by the
+    // lane's thread once it has sat unclaimed this long and the watcher looks; the watcher looks every
+    // unclaimed_after while it finds ops queued, and backs off to one look per look_gap_max while it finds
+    // none. An op posted after a stretch of post-and-wait may so wait up to look_gap_max, unless the
+    // caller posts another on its lane or waits for it first (either starts it at once).
+    std::chrono::microseconds unclaimed_after{1000};
+    std::chrono::microseconds look_gap_max{8000};
   };
 
   QueuedProcessGroup(int rank, int size, std::string name, Config config);

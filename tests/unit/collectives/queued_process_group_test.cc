@@ -25,8 +25,8 @@ namespace {
 class FakeEngine final : public QueuedProcessGroup {
  public:
   explicit FakeEngine(int lanes = 1, std::shared_ptr<store::Store> store = nullptr)
-      : QueuedProcessGroup(0, 1, "fake",
-                           Config{lanes, std::move(store), Millis(5000), std::nullopt, std::nullopt, 0}) {}
+      : FakeEngine(Config{lanes, std::move(store), Millis(5000), std::nullopt, std::nullopt, 0}) {}
+  explicit FakeEngine(Config config) : QueuedProcessGroup(0, 1, "fake", std::move(config)) {}
   ~FakeEngine() override { shutdown(); }
   std::string backend_name() const override { return "fake"; }
 
@@ -268,6 +268,58 @@ TEST_CASE("the group's watcher starts unwaited ops on every lane, before and aft
   std::this_thread::sleep_for(Millis(100));  // past the idle limit: the lanes leave waiter mode
   CHECK(poll_done({pg.allreduce(t), pg.allreduce(t)}));
   CHECK(pg.allreduces.load() == 44);
+}
+
+TEST_CASE("a caller that posts again before its last op ran has both started without waiting for the watcher",
+          "[collectives][queued][helper]") {
+  // The watcher would look only after 3 s: within the test's 1 s only enqueue() can start these ops.
+  QueuedProcessGroup::Config config;
+  config.unclaimed_after = Millis(3000);
+  config.look_gap_max = Millis(3000);
+  FakeEngine pg(config);
+  TensorList t{ones({4})};
+  for (int i = 0; i < 20; ++i) pg.allreduce(t)->wait();  // the lane now expects its caller to wait
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Work>> works{pg.allreduce(t), pg.allreduce(t)};  // posted ahead, never waited
+  while (std::chrono::steady_clock::now() - t0 < Millis(1000) &&
+         !(works[0]->is_completed() && works[1]->is_completed())) {
+    std::this_thread::sleep_for(Millis(1));
+  }
+  CHECK(works[0]->is_completed());
+  CHECK(works[1]->is_completed());
+  // Back to post-and-wait: the caller runs its ops again.
+  for (int i = 0; i < 20; ++i) pg.allreduce(t)->wait();
+  CHECK(pg.allreduces.load() == 42);
+}
+
+TEST_CASE("an op nobody waits for starts within the watcher's longest gap after a long post-and-wait stretch",
+          "[collectives][queued][helper]") {
+  FakeEngine pg;  // defaults: looks back off from 1 ms to 8 ms while they find nothing queued
+  TensorList t{ones({4})};
+  // 60 ms of post-and-wait, never 20 ms without an op (the lane stays in waiter mode): the gap is at its
+  // longest by the end.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < Millis(60)) {
+    pg.allreduce(t)->wait();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const auto posted = std::chrono::steady_clock::now();
+  auto unwaited = pg.allreduce(t);
+  while (!unwaited->is_completed() && std::chrono::steady_clock::now() - posted < Millis(5000)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  REQUIRE(unwaited->is_completed());
+  // 8 ms at most in theory; the bound leaves room for a loaded machine.
+  CHECK(std::chrono::steady_clock::now() - posted < Millis(500));
+}
+
+TEST_CASE("waiter mode's timings are checked", "[collectives][queued]") {
+  QueuedProcessGroup::Config zero;
+  zero.unclaimed_after = std::chrono::microseconds(0);
+  CHECK_THROWS_WITH(FakeEngine(zero), Catch::Contains("waiter mode needs 0 < unclaimed_after <= look_gap_max"));
+  QueuedProcessGroup::Config shorter;
+  shorter.look_gap_max = std::chrono::microseconds(500);
+  CHECK_THROWS_AS(FakeEngine(shorter), InvalidArgument);
 }
 
 TEST_CASE("a group's lane threads keep the default policy, its watcher runs SCHED_BATCH", "[collectives][queued]") {
