@@ -1,5 +1,4 @@
 // copy_, fill_, contiguous, clone, to(dtype), to(device), item: moving and converting elements.
-#include <cstring>
 
 #include "base/copy_bytes.h"
 #include "tensor/cuda/device_api.h"

@@ -4,7 +4,6 @@
 #include <gloo/types.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "base/copy_bytes.h"
 #include "collectives/gloo/gloo_timeout.h"

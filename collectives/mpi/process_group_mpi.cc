@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <set>
 #include <tuple>
@@ -27,7 +26,8 @@ namespace {
 constexpr int kLanes = 1;
 
 // Up to this many ranks allgather, reduce_scatter, alltoall and small allreduces are one direct exchange
-// of blocks between every pair of ranks (run_exchange). Measured at 2 and 4 ranks only; with many ranks,
+// of blocks between every pair of ranks (run_exchange; allgather on 3 ranks or more only up to
+// kDirectAllgatherMaxBytes). Measured at 2 and 4 ranks only; with many ranks,
 // 2(p-1) messages in flight per rank at once are left to libnbc's algorithms (a judgement, not a measured
 // crossover).
 constexpr int kDirectExchangeMaxRanks = 8;
