@@ -117,7 +117,8 @@ void QueuedProcessGroup::alltoall_flat(const Tensor& input, Tensor& output, cons
                                        const std::vector<int64_t>& recv_counts,
                                        const std::vector<int64_t>& recv_offsets, const OpContext& ctx) {
   // Sizes may differ from rank to rank here: the op itself checks the largest against the maximum, after
-  // the ranks exchanged their sizes, so that every rank takes the same path.
+  // the ranks exchanged their sizes, so that every rank takes the same path (a rank whose own input is
+  // over it leaves for the engine at once).
   SharedStaging* staging = staged_alltoall_fits(size()) ? staging_on(input.device(), ctx) : nullptr;
   const AlltoallPieces pieces{send_counts, send_offsets, recv_counts, recv_offsets,
                               static_cast<int64_t>(output.element_size())};

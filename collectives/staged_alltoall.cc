@@ -38,8 +38,16 @@ class Exchange {
     }
   }
 
-  // Starts the op's chunk k: waits for the block, writes the table (chunk 0) and this rank's slices, publishes.
-  void write_chunk(int64_t k) {
+  // The bytes this rank sends in all, itself included: its input as the others read it from its table.
+  int64_t input_bytes() const {
+    int64_t sum = 0;
+    for (const int64_t n : send_) sum += n;
+    return sum;
+  }
+
+  // Starts the op's chunk k: waits for the block, writes the table (chunk 0) and, unless `table_only`, this
+  // rank's slices; publishes.
+  void write_chunk(int64_t k, bool table_only = false) {
     gen_ = ++pool_.generation(ctx_.lane);
     parity_ = static_cast<int>(gen_ % 2);
     if (gen_ > 2) {
@@ -54,7 +62,7 @@ class Exchange {
         table[ranks_ + q] = recv_[static_cast<size_t>(q)];
       }
     }
-    for (int q = 0; q < ranks_; ++q) {
+    for (int q = 0; q < ranks_ && !table_only; ++q) {
       const auto i = static_cast<size_t>(q);
       const int64_t n = slice(send_[i], k);
       if (q != me_ && n > 0) std::memcpy(own + slot_at(q), in_ + send_at_[i] + k * slot_, static_cast<size_t>(n));
@@ -62,15 +70,26 @@ class Exchange {
     pool_.slot(me_, ctx_.lane).arrived.store(staged_data_in(gen_), std::memory_order_release);
   }
 
-  // After the first chunk is in everywhere: checks every rank's table; returns the op's chunk count and the
-  // largest input of any rank.
-  std::pair<int64_t, int64_t> read_tables() {
+  // After the first chunk is in everywhere: the largest input of any rank and, when that is within
+  // `max_bytes`, the op's chunk count, having checked every rank's sizes against its receivers'. An op
+  // that some rank's input takes over the maximum goes to the engine unchecked, as it would between hosts:
+  // that rank did not wait for the tables.
+  struct Verdict {
+    int64_t largest_input = 0;
+    int64_t chunks = 0;
+  };
+  Verdict read_tables(int64_t max_bytes) {
     wait_for_ranks(pool_, ctx_.lane, all_ranks(pool_), staged_data_in(gen_), slot_ * ranks_, ctx_, "alltoall",
                    "copy in a chunk");
-    int64_t largest_piece = 0;
-    int64_t largest_input = 0;
+    Verdict verdict;
     for (int r = 0; r < ranks_; ++r) {
       int64_t input = 0;
+      for (int q = 0; q < ranks_; ++q) input += table(r)[q];
+      verdict.largest_input = std::max(verdict.largest_input, input);
+    }
+    if (verdict.largest_input > max_bytes) return verdict;
+    int64_t largest_piece = 0;
+    for (int r = 0; r < ranks_; ++r) {
       for (int q = 0; q < ranks_; ++q) {
         const int64_t sends = table(r)[q];
         const int64_t expects = table(q)[ranks_ + r];
@@ -84,11 +103,10 @@ class Exchange {
                       ctx_.what, r, sends / element_, q, expects / element_);
         }
         largest_piece = std::max(largest_piece, sends);
-        input += sends;
       }
-      largest_input = std::max(largest_input, input);
     }
-    return {std::max<int64_t>(1, (largest_piece + slot_ - 1) / slot_), largest_input};
+    verdict.chunks = std::max<int64_t>(1, (largest_piece + slot_ - 1) / slot_);
+    return verdict;
   }
 
   void copy_own_piece() {
@@ -149,8 +167,16 @@ bool staged_alltoall(SharedStaging& staging, const Tensor& input, Tensor& output
                    output.is_contiguous() && pieces.send_counts.size() == static_cast<size_t>(ranks),
                "staged alltoall of {} bytes on lane {}", input.nbytes(), ctx.lane);
   Exchange exchange(staging, input, output, pieces, ctx);
+  if (exchange.input_bytes() > max_bytes) {
+    // This rank knows the verdict already. It tells the others through its table and goes to the engine
+    // without waiting for theirs. Waiting, and copying its first slices in, cost 4 ranks 9-13% of a 2-8
+    // MiB alltoall against raw MPI_Alltoall (paired medians 1.01-1.13x -> 0.90-1.00x).
+    exchange.write_chunk(0, /*table_only=*/true);
+    exchange.finish_chunk();
+    return false;
+  }
   exchange.write_chunk(0);
-  const auto [chunks, largest_input] = exchange.read_tables();
+  const auto [largest_input, chunks] = exchange.read_tables(max_bytes);
   if (largest_input > max_bytes) {
     exchange.finish_chunk();
     return false;

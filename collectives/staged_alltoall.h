@@ -11,9 +11,12 @@
 //   2. for every other rank, starting after this one, wait until its data is in and copy the slice it
 //      holds for this rank into the output; publish done.
 // The first chunk waits for every rank's table first. From all tables every rank reads the same verdicts:
-// whether every send size matches its receiver's (else every rank fails alike), whether the largest input
-// is within the staging's maximum (else every rank goes to the engine), and how many chunks the largest
-// piece needs (every rank runs as many, so that the lane's chunk count stays the same everywhere).
+// whether the largest input is within the staging's maximum (else every rank goes to the engine, which
+// then also has the say on sizes that do not match, as between hosts), whether every send size matches
+// its receiver's (else every rank fails alike), and how many chunks the largest piece needs (every rank
+// runs as many, so that the lane's chunk count stays the same everywhere). A rank whose own input is over
+// the maximum knows the first verdict already: its first chunk is its table alone, and it goes to the
+// engine without waiting for the others'.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,8 @@
 // a barrier that holds every rank until the last arrives; the path really taken (QueuedProcessGroup::
 // staged_allgathers, staged_alltoalls, staged_reduce_scatters, staged_barriers) on every engine that
 // allows it (the groups here stage every size, on gloo and on mpi);
-// the engine for every rank when any rank's input is above the maximum; many ops in flight on every lane;
+// the engine for every rank when any rank's input is above the maximum, without a wait on the rank that
+// knows it; many ops in flight on every lane;
 // size mismatches failing every rank alike. The timeout cases are in timeout_test.cc.
 #include <chrono>
 #include <functional>
@@ -263,6 +264,44 @@ TEST_CASE_METHOD(MpFixture,
   finish(pg->allgather_into_tensor(gathered, in));
   for (int r = 0; r < size(); ++r) CHECK(mismatches(gathered.narrow(0, r * 4097, 4097), r) == 0);
   CHECK(q.staged_allgathers() == 0);
+}
+
+TEST_CASE_METHOD(MpFixture, "staged alltoall: a rank whose input is above the maximum leaves without waiting",
+                 "[alltoall][shared]") {
+  if (!supports_cpu() || size() < 2) return;
+  // The staging on its own (no engine): rank 0's input is above the maximum, so it knows the op goes to
+  // the engine and only publishes its sizes; the others, late, learn it from them.
+  auto staging = collectives::SharedStaging::create(*store(), "verdict/", rank(), size(), 1, Millis(60'000));
+  REQUIRE(staging != nullptr);
+  collectives::OpContext ctx;
+  ctx.what = "staged alltoall test";
+  ctx.deadline = Deadline::after(Millis(60'000));
+  constexpr int64_t kMax = 4096;
+  constexpr auto kLate = std::chrono::milliseconds(400);
+  const auto staged = [&](const std::function<int64_t(int, int)>& piece_bytes, Tensor& out) {
+    Tensor in = alltoall_input(rank(), size(), piece_bytes);
+    const auto in_splits = splits_from(rank(), size(), piece_bytes);
+    const auto out_splits = splits_to(rank(), size(), piece_bytes);
+    std::vector<int64_t> in_at(in_splits.size(), 0);
+    std::vector<int64_t> out_at(out_splits.size(), 0);
+    std::exclusive_scan(in_splits.begin(), in_splits.end(), in_at.begin(), int64_t{0});
+    std::exclusive_scan(out_splits.begin(), out_splits.end(), out_at.begin(), int64_t{0});
+    out = zeros({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})}, DType::UInt8);
+    const collectives::AlltoallPieces pieces{in_splits, in_at, out_splits, out_at, 1};
+    return collectives::staged_alltoall(*staging, in, out, pieces, kMax, ctx);
+  };
+  const std::function<int64_t(int, int)> rank0_large = [](int from, int) { return from == 0 ? kMax : int64_t{10}; };
+  sync("verdict-start");
+  if (rank() != 0) std::this_thread::sleep_for(kLate);
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor out;
+  CHECK_FALSE(staged(rank0_large, out));
+  if (rank() == 0) CHECK(std::chrono::steady_clock::now() - t0 < kLate / 2);
+  // The lane's blocks and chunk count still agree on every rank: a staged op after it moves its data.
+  const std::function<int64_t(int, int)> small = [](int from, int to) { return int64_t{from + 2 * to + 1}; };
+  CHECK(staged(small, out));
+  CHECK(alltoall_mismatches(out, rank(), size(), small) == 0);
+  sync("verdict-end");
 }
 
 TEST_CASE_METHOD(MpFixture,
