@@ -44,7 +44,8 @@ TensorList concat_lists(const std::vector<TensorList>& lists) {
   return out;
 }
 
-Tensor flat_view(const Tensor& t) { return t.view({t.numel()}); }
+// The buffers the ops stage are contiguous: a 1-D one is its own flat view (and costs no allocation).
+Tensor flat_view(const Tensor& t) { return t.dim() == 1 && t.is_contiguous() ? t : t.view({t.numel()}); }
 
 int64_t total_bytes(const TensorList& ts) {
   int64_t n = 0;
@@ -453,12 +454,14 @@ std::shared_ptr<Work> QueuedProcessGroup::alltoall_single(Tensor& output, Tensor
     for (size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
     return offsets;
   };
-  const auto send_counts = counts_of(input, input_splits, "input");
-  const auto recv_counts = counts_of(output, output_splits, "output");
+  auto send_counts = counts_of(input, input_splits, "input");
+  auto recv_counts = counts_of(output, output_splits, "output");
+  auto send_offsets = offsets_of(send_counts);
+  auto recv_offsets = offsets_of(recv_counts);
   const std::string sig = detail_ ? fmt::format("alltoall_single {}", input.dtype()) : "";
   return enqueue({"alltoall_single", options.timeout, input.device(), sig, static_cast<int64_t>(input.nbytes())},
-                 [this, output, input, send_counts, recv_counts, send_offsets = offsets_of(send_counts),
-                  recv_offsets = offsets_of(recv_counts)](const OpContext& ctx) {
+                 [this, output, input, send_counts = std::move(send_counts), recv_counts = std::move(recv_counts),
+                  send_offsets = std::move(send_offsets), recv_offsets = std::move(recv_offsets)](const OpContext& ctx) {
                    const DType dt = staging::move_dtype(input.dtype());
                    Tensor in = flat_view(staging::as_buffer(input, dt));
                    Tensor out = flat_view(staging::as_buffer(output, dt));

@@ -27,21 +27,14 @@ class Exchange {
         ranks_(pool_.size()),
         slot_(staged_alltoall_slot_bytes(ranks_)),
         element_(pieces.element_bytes),
+        pieces_(pieces),
         in_(static_cast<const char*>(input.data_ptr())),
-        out_(static_cast<char*>(output.data_ptr())) {
-    for (int q = 0; q < ranks_; ++q) {
-      const auto i = static_cast<size_t>(q);
-      send_.push_back(pieces.send_counts[i] * pieces.element_bytes);
-      send_at_.push_back(pieces.send_offsets[i] * pieces.element_bytes);
-      recv_.push_back(pieces.recv_counts[i] * pieces.element_bytes);
-      recv_at_.push_back(pieces.recv_offsets[i] * pieces.element_bytes);
-    }
-  }
+        out_(static_cast<char*>(output.data_ptr())) {}
 
   // The bytes this rank sends in all, itself included: its input as the others read it from its table.
   int64_t input_bytes() const {
     int64_t sum = 0;
-    for (const int64_t n : send_) sum += n;
+    for (int q = 0; q < ranks_; ++q) sum += sends(q);
     return sum;
   }
 
@@ -58,14 +51,13 @@ class Exchange {
     if (k == 0) {
       auto* table = reinterpret_cast<int64_t*>(own);
       for (int q = 0; q < ranks_; ++q) {
-        table[q] = send_[static_cast<size_t>(q)];
-        table[ranks_ + q] = recv_[static_cast<size_t>(q)];
+        table[q] = sends(q);
+        table[ranks_ + q] = receives(q);
       }
     }
     for (int q = 0; q < ranks_ && !table_only; ++q) {
-      const auto i = static_cast<size_t>(q);
-      const int64_t n = slice(send_[i], k);
-      if (q != me_ && n > 0) std::memcpy(own + slot_at(q), in_ + send_at_[i] + k * slot_, static_cast<size_t>(n));
+      const int64_t n = slice(sends(q), k);
+      if (q != me_ && n > 0) std::memcpy(own + slot_at(q), in_ + sends_at(q) + k * slot_, static_cast<size_t>(n));
     }
     pool_.slot(me_, ctx_.lane).arrived.store(staged_data_in(gen_), std::memory_order_release);
   }
@@ -110,8 +102,7 @@ class Exchange {
   }
 
   void copy_own_piece() {
-    const auto i = static_cast<size_t>(me_);
-    if (send_[i] > 0) std::memcpy(out_ + recv_at_[i], in_ + send_at_[i], static_cast<size_t>(send_[i]));
+    if (sends(me_) > 0) std::memcpy(out_ + receives_at(me_), in_ + sends_at(me_), static_cast<size_t>(sends(me_)));
   }
 
   // Copies slice k of every other rank's piece for this rank out, each once its data is in; publishes done.
@@ -121,9 +112,8 @@ class Exchange {
       if (!all_in) {
         wait_for_ranks(pool_, ctx_.lane, {r, r + 1}, staged_data_in(gen_), slot_, ctx_, "alltoall", "copy in a chunk");
       }
-      const auto ri = static_cast<size_t>(r);
-      const int64_t n = slice(recv_[ri], k);
-      if (n > 0) std::memcpy(out_ + recv_at_[ri] + k * slot_, data(r) + slot_at(me_), static_cast<size_t>(n));
+      const int64_t n = slice(receives(r), k);
+      if (n > 0) std::memcpy(out_ + receives_at(r) + k * slot_, data(r) + slot_at(me_), static_cast<size_t>(n));
     }
     finish_chunk();
   }
@@ -131,6 +121,13 @@ class Exchange {
   void finish_chunk() { pool_.slot(me_, ctx_.lane).arrived.store(staged_done(gen_), std::memory_order_release); }
 
  private:
+  // This rank's pieces in bytes: what it sends rank q and where in the input, what it receives from rank
+  // q and where in the output.
+  int64_t sends(int q) const { return pieces_.send_counts[static_cast<size_t>(q)] * element_; }
+  int64_t sends_at(int q) const { return pieces_.send_offsets[static_cast<size_t>(q)] * element_; }
+  int64_t receives(int q) const { return pieces_.recv_counts[static_cast<size_t>(q)] * element_; }
+  int64_t receives_at(int q) const { return pieces_.recv_offsets[static_cast<size_t>(q)] * element_; }
+
   char* data(int r) const { return staging_.block(r, ctx_.lane, parity_) + kStagingHeaderBytes; }
   const int64_t* table(int r) const { return reinterpret_cast<const int64_t*>(data(r)); }
   int64_t slot_at(int q) const { return table_bytes(ranks_) + q * slot_; }
@@ -144,9 +141,9 @@ class Exchange {
   int ranks_;
   int64_t slot_;
   int64_t element_;
+  const AlltoallPieces& pieces_;
   const char* in_;
   char* out_;
-  std::vector<int64_t> send_, send_at_, recv_, recv_at_;
   uint64_t gen_ = 0;
   int parity_ = 0;
 };
