@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds `braid` (Release) and runs `braid bench collectives` the way docs/PERFORMANCE.md reports it:
 #   1. allreduce, 4K..64M, backends mpi and gloo, on 2 ranks and on 4 (oversubscribed on small machines);
-#   2. allgather, broadcast, reduce_scatter and alltoall at 4K, 1M and 16M, same backends and rank counts;
+#   2. allgather, broadcast, reduce_scatter and alltoall at 4K, 1M, 4M and 16M, same backends and rank counts;
 #   3. PyTorch's gloo all_reduce at 2 ranks on 4K..64M (bench/torch_allreduce.py), when torch is importable;
 # then prints the checks from the RESULT lines: braid/raw at >= 1 MiB, overhead per call at 4 KiB,
 # and braid's best CPU backend against PyTorch at 16 MiB on 2 ranks. Each run's full table is kept in
@@ -45,7 +45,7 @@ for np in 2 4; do
 done
 for np in 2 4; do
   for backend in mpi gloo; do
-    run "ops-$backend-np$np" "$np" --backend "$backend" --op allgather,broadcast,reduce_scatter,alltoall --sizes 4K,1M,16M
+    run "ops-$backend-np$np" "$np" --backend "$backend" --op allgather,broadcast,reduce_scatter,alltoall --sizes 4K,1M,4M,16M
   done
 done
 
