@@ -114,12 +114,20 @@ bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, co
 }
 
 bool test_all_until(std::vector<MPI_Request>& requests, size_t bytes, const Deadline& deadline,
-                    const std::string& what, bool keep_core) {
+                    const std::string& what, bool keep_core, MPI_Status* statuses) {
   return poll_until(
       [&] {
         int done = 0;
-        check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-                  "MPI_Testall", what);
+        const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                                   statuses != nullptr ? statuses : MPI_STATUSES_IGNORE);
+        if (rc == MPI_ERR_IN_STATUS && statuses != nullptr) {
+          // The failed request's own error (e.g. "message truncated") says more than MPI_ERR_IN_STATUS.
+          for (size_t i = 0; i < requests.size(); ++i) {
+            const int e = statuses[i].MPI_ERROR;
+            if (e != MPI_SUCCESS && e != MPI_ERR_PENDING) check_mpi(e, "MPI_Testall", what);
+          }
+        }
+        check_mpi(rc, "MPI_Testall", what);
         return done != 0;
       },
       bytes, deadline, keep_core);

@@ -69,7 +69,8 @@ bool test_until(MPI_Request& request, size_t bytes, const Deadline& deadline, co
 // The same for several requests at once (MPI_Testall): true when every one completed (all are then
 // MPI_REQUEST_NULL), false when `deadline` passed first (MPI_Testall then frees none of them, finished or
 // not: the caller must keep every request and its buffers alive, e.g. through MpiP2p::adopt_abandoned).
+// `statuses`, when given, has room for one status per request and receives them on completion.
 bool test_all_until(std::vector<MPI_Request>& requests, size_t bytes, const Deadline& deadline,
-                    const std::string& what, bool keep_core = false);
+                    const std::string& what, bool keep_core = false, MPI_Status* statuses = nullptr);
 
 }  // namespace braid::collectives::mpi

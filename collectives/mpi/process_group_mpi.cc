@@ -108,25 +108,54 @@ struct Part {
   int64_t count;
 };
 
+// The requests of one direct exchange, and what each receive must bring: MPI completes a receive with a
+// shorter message than posted without complaint (a longer one fails as truncated), so a rank that sent
+// fewer elements than its receiver expects would leave the rest of the receiver's slot unwritten.
+struct ExchangeRequests {
+  struct Receive {
+    size_t request;  // index in `requests`
+    int from;
+    int64_t count;
+  };
+  std::vector<MPI_Request> requests;
+  std::vector<Receive> receives;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+};
+
 // Posts, for i = 1 .. p-1, the receive from rank r-i and the send to rank r+i (so that not every rank
 // sends to rank 0 first), on the exchanges' tag; parts of no elements are skipped.
 template <class RecvFrom, class SendTo>
-void post_exchange(std::vector<MPI_Request>& requests, int rank, int size, MPI_Datatype type, MPI_Comm comm,
+void post_exchange(ExchangeRequests& ex, int rank, int size, MPI_Datatype type, MPI_Comm comm,
                    const std::string& what, RecvFrom&& recv_from, SendTo&& send_to) {
+  ex.type = type;
   for (int i = 1; i < size; ++i) {
     const int from = (rank - i + size) % size;
     const int to = (rank + i) % size;
     const Part in = recv_from(from);
     if (in.count > 0) {
+      ex.receives.push_back({ex.requests.size(), from, in.count});
       check_mpi(MPI_Irecv(const_cast<void*>(in.at), mpi_count(in.count, what), type, from, kExchangeTag, comm,
-                          &requests.emplace_back(MPI_REQUEST_NULL)),
+                          &ex.requests.emplace_back(MPI_REQUEST_NULL)),
                 "MPI_Irecv", what);
     }
     const Part out = send_to(to);
     if (out.count > 0) {
       check_mpi(MPI_Isend(out.at, mpi_count(out.count, what), type, to, kExchangeTag, comm,
-                          &requests.emplace_back(MPI_REQUEST_NULL)),
+                          &ex.requests.emplace_back(MPI_REQUEST_NULL)),
                 "MPI_Isend", what);
+    }
+  }
+}
+
+// After every request of `ex` completed with `statuses`: throws CommError when a peer sent fewer elements
+// than this rank posted for it.
+void check_received(const ExchangeRequests& ex, std::vector<MPI_Status>& statuses, const std::string& what) {
+  for (const auto& r : ex.receives) {
+    int got = 0;
+    check_mpi(MPI_Get_count(&statuses[r.request], ex.type, &got), "MPI_Get_count", what);
+    if (got != r.count) {
+      BRAID_THROW(CommError, "{}: invalid tensor size: rank {} sent {} elements, this rank expects {}", what, r.from,
+                  got, r.count);
     }
   }
 }
@@ -311,7 +340,7 @@ void ProcessGroupMPI::run_direct_allreduce(Tensor& buffer, EngineOp op, const Op
   char* of_rank = static_cast<char*>(copies.data_ptr());
   const auto slot = [&](int r) { return of_rank + static_cast<size_t>(r) * bytes; };
   run_exchange("allreduce", ctx, bytes * static_cast<size_t>(size()), std::make_pair(buffer, copies),
-               [&](std::vector<MPI_Request>& rs) {
+               [&](ExchangeRequests& rs) {
                  post_exchange(
                      rs, rank(), size(), type, comm, ctx.what, [&](int from) { return Part{slot(from), n}; },
                      [&](int) { return Part{mine, n}; });
@@ -348,18 +377,22 @@ void ProcessGroupMPI::run_allgather(const Tensor& input, Tensor& output, const O
 template <class Post>
 void ProcessGroupMPI::run_exchange(const char* op, const OpContext& ctx, size_t bytes, std::any keep, Post&& post) {
   const auto started = Clock::now();
-  std::vector<MPI_Request> requests;
-  requests.reserve(2 * static_cast<size_t>(size() - 1));
+  ExchangeRequests ex;
+  ex.requests.reserve(2 * static_cast<size_t>(size() - 1));
   // Everything posted stays reachable by MPI until it completes: on any failure the requests go to the
   // progress thread with the tensors, as after a timeout.
   const auto abandon = [&] {
-    for (MPI_Request r : requests) {
+    for (MPI_Request r : ex.requests) {
       if (r != MPI_REQUEST_NULL) p2p_->adopt_abandoned(r, keep);
     }
   };
   try {
-    post(requests);
-    if (test_all_until(requests, bytes, ctx.deadline, ctx.what, on_waiting_thread())) return;
+    post(ex);
+    std::vector<MPI_Status> statuses(ex.requests.size());
+    if (test_all_until(ex.requests, bytes, ctx.deadline, ctx.what, on_waiting_thread(), statuses.data())) {
+      check_received(ex, statuses, ctx.what);
+      return;
+    }
   } catch (...) {
     abandon();
     throw;
@@ -384,7 +417,7 @@ void ProcessGroupMPI::run_direct_allgather(const Tensor& input, Tensor& output, 
   const MPI_Comm comm = lane_comm(ctx);
   char* out = static_cast<char*>(ptr(output));
   const void* mine = in_place ? out + static_cast<size_t>(rank()) * block : ptr(input);
-  run_exchange("allgather", ctx, output.nbytes(), std::make_pair(input, output), [&](std::vector<MPI_Request>& rs) {
+  run_exchange("allgather", ctx, output.nbytes(), std::make_pair(input, output), [&](ExchangeRequests& rs) {
     post_exchange(
         rs, rank(), size(), type, comm, ctx.what,
         [&](int from) { return Part{out + static_cast<size_t>(from) * block, n}; }, [&](int) { return Part{mine, n}; });
@@ -452,7 +485,7 @@ void ProcessGroupMPI::run_direct_reduce_scatter(const Tensor& input, Tensor& out
   Tensor copies = Tensor::empty({output.numel() * size()}, TensorOptions(output.dtype(), output.device()));
   char* from_rank = static_cast<char*>(copies.data_ptr());
   run_exchange("reduce_scatter", ctx, input.nbytes(), std::make_tuple(input, output, copies),
-               [&](std::vector<MPI_Request>& rs) {
+               [&](ExchangeRequests& rs) {
                  post_exchange(
                      rs, rank(), size(), type, comm, ctx.what,
                      [&](int from) { return Part{from_rank + static_cast<size_t>(from) * block, n}; },
@@ -537,7 +570,7 @@ void ProcessGroupMPI::run_direct_alltoall(const Tensor& input, Tensor& output,
                 at(recv_counts, rank()));
   }
   run_exchange("alltoall", ctx, std::max(input.nbytes(), output.nbytes()), std::make_pair(input, output),
-               [&](std::vector<MPI_Request>& rs) {
+               [&](ExchangeRequests& rs) {
                  post_exchange(
                      rs, rank(), size(), type, comm, ctx.what,
                      [&](int from) {
