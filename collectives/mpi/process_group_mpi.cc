@@ -149,7 +149,7 @@ void post_exchange(ExchangeRequests& ex, int rank, int size, MPI_Datatype type, 
 
 // After every request of `ex` completed with `statuses`: throws CommError when a peer sent fewer elements
 // than this rank posted for it.
-void check_received(const ExchangeRequests& ex, std::vector<MPI_Status>& statuses, const std::string& what) {
+void check_received(const ExchangeRequests& ex, const std::vector<MPI_Status>& statuses, const std::string& what) {
   for (const auto& r : ex.receives) {
     int got = 0;
     check_mpi(MPI_Get_count(&statuses[r.request], ex.type, &got), "MPI_Get_count", what);
