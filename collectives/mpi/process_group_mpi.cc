@@ -379,6 +379,7 @@ void ProcessGroupMPI::run_exchange(const char* op, const OpContext& ctx, size_t 
   const auto started = Clock::now();
   ExchangeRequests ex;
   ex.requests.reserve(2 * static_cast<size_t>(size() - 1));
+  ex.receives.reserve(static_cast<size_t>(size() - 1));
   // Everything posted stays reachable by MPI until it completes: on any failure the requests go to the
   // progress thread with the tensors, as after a timeout.
   const auto abandon = [&] {
