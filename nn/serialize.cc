@@ -5,7 +5,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "nn/atomic_file.h"
 #include "tensor/serialize.h"
 
 namespace braid::nn {
@@ -48,64 +48,6 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t n) {
   }
   return static_cast<uint32_t>(c);
 }
-
-// Owns the temporary file until commit(): on any early exit it is closed and removed, so a failed save
-// leaves no stray file and the destination untouched.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path) : path_(path) {
-    static std::atomic<uint64_t> counter{0};
-    tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    BRAID_CHECK_ARG(fd_ >= 0, "save_state_dict('{}'): cannot create temporary file '{}': {}", path_, tmp_,
-                    errno_text());
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const uint8_t* p, size_t n) {
-    crc_ = crc32_update(crc_, p, n);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) BRAID_THROW(Error, "save_state_dict('{}'): writing '{}' failed: {}", path_, tmp_, errno_text());
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void write(const std::vector<uint8_t>& bytes) { write(bytes.data(), bytes.size()); }
-  uint32_t crc() const { return crc_; }
-
-  void commit() {
-    if (::fsync(fd_) != 0) BRAID_THROW(Error, "save_state_dict('{}'): fsync failed: {}", path_, errno_text());
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) BRAID_THROW(Error, "save_state_dict('{}'): close failed: {}", path_, errno_text());
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      BRAID_THROW(Error, "save_state_dict('{}'): renaming '{}' into place failed: {}", path_, tmp_, errno_text());
-    }
-    committed_ = true;
-    // Make the rename itself durable. Best effort: some filesystems refuse to fsync a directory.
-    const auto slash = path_.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
- private:
-  std::string path_;
-  std::string tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-  uint32_t crc_ = 0;
-};
 
 std::vector<uint8_t> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -143,24 +85,29 @@ void save_state_dict(const StateDict& state, const std::string& path) {
     BRAID_CHECK_ARG(!t.is_sparse(), "save_state_dict('{}'): '{}' is a sparse tensor; state dicts hold dense tensors",
                     path, name);
   }
-  AtomicFile file(path);
+  detail::AtomicFile file(path, "save_state_dict");
+  uint32_t crc = 0;
+  const auto emit = [&](const std::vector<uint8_t>& bytes) {
+    crc = crc32_update(crc, bytes.data(), bytes.size());
+    file.write(bytes.data(), bytes.size());
+  };
   std::vector<uint8_t> buf;
   buf.reserve(1 << 16);
   put_le<uint32_t>(buf, kStateDictMagic);
   put_le<uint16_t>(buf, kStateDictFormatVersion);
   put_le<uint16_t>(buf, 0);
   put_le<uint64_t>(buf, state.size());
-  file.write(buf);
+  emit(buf);
   for (const auto& [name, t] : state) {
     buf.clear();
     put_le<uint32_t>(buf, static_cast<uint32_t>(name.size()));
     buf.insert(buf.end(), name.begin(), name.end());
     serialize_into(t, buf);
-    file.write(buf);
+    emit(buf);
   }
   buf.clear();
-  put_le<uint32_t>(buf, file.crc());
-  file.write(buf);
+  put_le<uint32_t>(buf, crc);
+  file.write(buf.data(), buf.size());
   file.commit();
 }
 
