@@ -12,7 +12,7 @@
 // out in runtime/data/split_mix.h (SplitMix64), never from std:: distributions, so they are bit-identical
 // across processes, compilers and platforms; data_sampler_test.cc pins permutations to keep them so.
 //
-// The kinds of data (data.kind), all held in memory once loaded:
+// The kinds of data (data.kind), all but npy held in memory once loaded:
 //   synthetic  a fixed random teacher drawn from data.seed labels samples x ~ U(-1, 1)^num_features:
 //              class = argmax(W x + b + noise) with num_classes >= 2, or the regression target W x + b +
 //              noise with num_classes 0. The test split is max(1, num_samples / 4) further samples from
@@ -28,11 +28,20 @@
 //   binary     a state-dict file (nn/serialize.h) with tensors "features" (N, F) and "labels" (N,):
 //              integer labels are class ids, floating ones regression targets. See
 //              runtime/data/binary_dataset.h for the format and save_binary_dataset(), its writer.
+//   npy        NumPy .npy files: data.inputs (N, F, ...), each row flattened to F features, and
+//              data.targets (N,): integer class ids (num_classes() the largest plus one), or floating
+//              regression targets, (N,) or (N, 1). dtypes <f4 <f8 <i4 <i8 |u1, format versions 1.0 to 3.0;
+//              big-endian, bool and Fortran-ordered (N, F) arrays are refused with how to re-save them.
+//              The inputs are memory-mapped and never read whole: a gather copies its rows out (as
+//              float32), and after every 64 MiB of rows touched the mapping's pages are dropped with
+//              madvise(MADV_DONTNEED), so a pass over a file larger than memory keeps the resident set
+//              near 64 MiB (the pages stay in the page cache). The targets are read whole. See
+//              runtime/data/npy_file.h and npy_dataset.h; data.feature_columns does not apply.
 //   seed000    the sixteen examples of seed 000's get_training_examples(); no test split.
-// data.feature_scale multiplies every feature (synthetic, csv, binary), after the labels are made.
+// data.feature_scale multiplies every feature (synthetic, csv, binary, npy), after the labels are made.
 //
-// Test splits: a file-backed kind reads data.test_path (make_dataset returns nullptr when it is empty),
-// synthetic draws one, seed000 has none.
+// Test splits: a file-backed kind reads data.test_path, npy data.test_inputs and data.test_targets
+// (make_dataset returns nullptr when they are empty), synthetic draws one, seed000 has none.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +54,8 @@
 namespace braid::runtime {
 
 // One batch: the model's inputs (forward_many's arguments) and the loss's target.
-//   synthetic/csv/binary: inputs {features (B, F) float32}; target (B,) int64 class labels, or (B, 1)
-//                         float32 for regression (num_classes 0).
+//   synthetic/csv/binary/npy: inputs {features (B, F) float32}; target (B,) int64 class labels, or (B, 1)
+//                             float32 for regression (num_classes 0).
 //   seed000:              inputs {dense (B, 2) float32, sparse (B,) int64}; target (B,) float32 values.
 struct Batch {
   std::vector<Tensor> inputs;
@@ -70,9 +79,10 @@ class Dataset {
   virtual int num_features() const = 0;
 };
 
-// The dataset a spec describes. Split::Test of a file-backed spec reads test_path (nullptr when it is
-// empty); synthetic data draws a disjoint test set of num_samples/4 from the same teacher; seed000 has no
-// test split (nullptr). Throws InvalidArgument naming the file, line and column for malformed data.
+// The dataset a spec describes. Split::Test of a file-backed spec reads test_path, or test_inputs and
+// test_targets for npy (nullptr when empty); synthetic data draws a disjoint test set of num_samples/4 from
+// the same teacher; seed000 has no test split (nullptr). Throws InvalidArgument naming the file, line and
+// column for malformed data.
 std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split);
 
 // PyTorch's DistributedSampler semantics over `size` samples for `num_replicas` trainers:

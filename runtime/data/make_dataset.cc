@@ -20,6 +20,17 @@ std::unique_ptr<Dataset> load_file(const DataSpec& spec, Split split) {
   return spec.kind == DataKind::Csv ? data::load_csv_dataset(path, spec) : data::load_binary_dataset(path, spec);
 }
 
+// An npy split: the inputs and targets files, both required for training, both or neither for testing.
+std::unique_ptr<Dataset> load_npy(const DataSpec& spec, Split split) {
+  const bool train = split == Split::Train;
+  const std::string& inputs = train ? spec.inputs : spec.test_inputs;
+  const std::string& targets = train ? spec.targets : spec.test_targets;
+  if (!train && inputs.empty() && targets.empty()) return nullptr;  // no held-out data
+  BRAID_CHECK_ARG(!inputs.empty() && !targets.empty(), "data.kind npy: data.{}inputs and data.{}targets are "
+                  "both required (got '{}' and '{}')", train ? "" : "test_", train ? "" : "test_", inputs, targets);
+  return data::load_npy_dataset(inputs, targets, spec);
+}
+
 }  // namespace
 
 std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split) {
@@ -31,6 +42,8 @@ std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split) {
     case DataKind::Csv:
     case DataKind::Binary:
       return load_file(spec, split);
+    case DataKind::Npy:
+      return load_npy(spec, split);
     case DataKind::Seed000:
       return split == Split::Train ? data::make_seed000_dataset() : nullptr;
   }

@@ -1,5 +1,6 @@
 // Internal to runtime/data: the in-memory table that the synthetic, CSV and binary datasets all become,
-// the helpers they share, and the constructor of each kind (make_dataset.cc picks one).
+// the helpers they share (npy data uses them too), and the constructor of each kind (make_dataset.cc picks
+// one).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,9 @@ int num_classes_of(const Tensor& labels, const std::string& origin);
 std::unique_ptr<Dataset> make_synthetic_dataset(const DataSpec& spec, Split split);
 std::unique_ptr<Dataset> load_csv_dataset(const std::string& path, const DataSpec& spec);
 std::unique_ptr<Dataset> load_binary_dataset(const std::string& path, const DataSpec& spec);
+// data.kind npy: runtime/data/npy_dataset.h.
+std::unique_ptr<Dataset> load_npy_dataset(const std::string& inputs, const std::string& targets,
+                                          const DataSpec& spec);
 std::unique_ptr<Dataset> make_seed000_dataset();
 
 }  // namespace braid::runtime::data

@@ -131,6 +131,7 @@ std::string to_string(DataKind v) {
     case DataKind::Csv: return "csv";
     case DataKind::Binary: return "binary";
     case DataKind::Seed000: return "seed000";
+    case DataKind::Npy: return "npy";
   }
   return "?";
 }
@@ -163,6 +164,10 @@ json to_json(const JobSpec& job) {
   j["data"] = {{"kind", to_string(d.kind)},
                {"path", d.path},
                {"test_path", d.test_path},
+               {"inputs", d.inputs},
+               {"targets", d.targets},
+               {"test_inputs", d.test_inputs},
+               {"test_targets", d.test_targets},
                {"header", d.header},
                {"label_column", d.label_column},
                {"feature_columns", d.feature_columns},

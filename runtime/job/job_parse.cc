@@ -142,26 +142,47 @@ class Parser {
 
   void data(const json& value, DataSpec& out, const TrainSpec& train) {
     Fields f(value, "data",
-             {"kind", "path", "test_path", "header", "label_column", "feature_columns", "feature_scale", "num_samples",
-              "num_features", "num_classes", "seed", "partition", "shuffle", "drop_last", "uneven", "micro_batch"});
+             {"kind", "path", "test_path", "inputs", "targets", "test_inputs", "test_targets", "header", "label_column",
+              "feature_columns", "feature_scale", "num_samples", "num_features", "num_classes", "seed", "partition",
+              "shuffle", "drop_last", "uneven", "micro_batch"});
     f.read_enum<DataKind>("kind", out.kind,
                           {{"synthetic", DataKind::Synthetic},
                            {"csv", DataKind::Csv},
                            {"binary", DataKind::Binary},
+                           {"npy", DataKind::Npy},
                            {"seed000", DataKind::Seed000}});
     const bool from_file = out.kind == DataKind::Csv || out.kind == DataKind::Binary;
-    for (const char* key : {"path", "test_path"}) {
-      std::string& path = std::string(key) == "path" ? out.path : out.test_path;
-      f.read(key, path);
-      if (path.empty()) continue;
-      if (!from_file)
+    const bool npy = out.kind == DataKind::Npy;
+    const std::pair<const char*, std::string*> files[] = {{"path", &out.path},
+                                                          {"test_path", &out.test_path},
+                                                          {"inputs", &out.inputs},
+                                                          {"targets", &out.targets},
+                                                          {"test_inputs", &out.test_inputs},
+                                                          {"test_targets", &out.test_targets}};
+    for (const auto& [key, path] : files) {
+      f.read(key, *path);
+      if (path->empty()) continue;
+      const bool npy_key = path != &out.path && path != &out.test_path;
+      if (!npy_key && !from_file)
         fail(f.path(key), fmt::format("only for csv and binary data (data.kind is '{}')", to_string(out.kind)));
-      path = resolve(path);
+      if (npy_key && !npy)
+        fail(f.path(key), fmt::format("only for npy data (data.kind is '{}')", to_string(out.kind)));
+      *path = resolve(*path);
       std::error_code ec;  // an unreadable directory on the way reads as "no such file", not as a crash
-      if (!fs::is_regular_file(path, ec)) fail(f.path(key), fmt::format("no such file: {}", path));
+      if (!fs::is_regular_file(*path, ec)) fail(f.path(key), fmt::format("no such file: {}", *path));
     }
     if (from_file && out.path.empty()) {
       fail("data.path", fmt::format("required for {} data: the training file", to_string(out.kind)));
+    }
+    if (npy) {
+      if (out.inputs.empty()) fail("data.inputs", "required for npy data: the .npy file of inputs (N, F, ...)");
+      if (out.targets.empty()) fail("data.targets", "required for npy data: the .npy file of targets (N,)");
+      if (out.test_inputs.empty() != out.test_targets.empty()) {
+        const bool inputs_missing = out.test_inputs.empty();
+        fail(inputs_missing ? "data.test_inputs" : "data.test_targets",
+             fmt::format("required with data.{}: a test split needs both its inputs and its targets",
+                         inputs_missing ? "test_targets" : "test_inputs"));
+      }
     }
     f.read("header", out.header);
     f.read("label_column", out.label_column, INT32_MIN);
@@ -175,6 +196,10 @@ class Parser {
         const int64_t c = as_integer(cols[i], key);
         if (c < INT32_MIN || c > INT32_MAX) fail(key, fmt::format("column {} is out of range", c));
         out.feature_columns.push_back(static_cast<int>(c));
+      }
+      if (npy && !out.feature_columns.empty()) {
+        fail(f.path("feature_columns"), "not for npy data: every value of an input row is a feature (select the "
+                                        "columns when saving the file, e.g. np.save(path, x[:, cols]))");
       }
     }
     f.read("feature_scale", out.feature_scale);

@@ -36,7 +36,7 @@ enum class RpcTransport { Tcp, Ucx };
 enum class DdpMode { None, Inside, Outside };
 enum class LossKind { CrossEntropy, Mse, WeightedSum };
 enum class OptimizerKind { None, Sgd, Adam, AdamW };
-enum class DataKind { Synthetic, Csv, Binary, Seed000 };
+enum class DataKind { Synthetic, Csv, Binary, Seed000, Npy };
 // interleaved: DistributedSampler's rank::num_replicas; contiguous: trainer t takes the t-th block.
 enum class Partition { Interleaved, Contiguous };
 enum class ShardingStrategy { FullShard, ShardGradOp, NoShard, HybridShard };
@@ -67,8 +67,14 @@ struct DataSpec {
   // csv/binary: the training file and an optional held-out test file (absolute after parsing).
   std::string path;
   std::string test_path;
+  // npy: the inputs (N, F, ...) and targets (N,) / (N, 1) .npy files, and optionally the test split's two
+  // (both or neither); absolute after parsing.
+  std::string inputs;
+  std::string targets;
+  std::string test_inputs;
+  std::string test_targets;
   // csv: whether the first line is a header; the label column (negative counts from the end) and the
-  // feature columns (empty: every other column).
+  // feature columns (empty: every other column; csv and binary only).
   bool header = false;
   int label_column = -1;
   std::vector<int> feature_columns;

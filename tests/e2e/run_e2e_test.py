@@ -11,13 +11,15 @@ Cases:
   kill             kill -9 of a trainer: every process ends within failure.timeout_s, naming the rank and role
   driver_dies      kill -9 of the driver of an env:// job: the other ranks' watchdogs end them within the bound
   status           `braid status` while a job runs: ranks, roles, state and step
-  examples         seed 000 and the digits job under braid launch (stated accuracy), the FSDP job under mpirun,
+  examples         seed 000 and the digits job under braid launch (stated accuracy), the digits job from .npy
+                   files (job_npy.yaml: the CSV job's accuracies exactly), the FSDP job under mpirun,
                    then digits under mpirun and FSDP under braid launch (shorter), FSDP hybrid_shard = full_shard
   errors           a bad job file, a bad --set, the wrong process count, no launcher: clear errors, nothing runs
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -392,6 +394,19 @@ def case_examples(braid, mpiexec, tmp):
     evals = [m for m in read_dump(metrics) if "eval_accuracy" in m] if os.path.exists(metrics) else []
     expect(f"digits under braid launch: 20 evaluations, final test accuracy {evals[-1]['eval_accuracy'] if evals else '?'}"
            " >= 0.95", r.returncode == 0 and len(evals) == 20 and evals[-1]["eval_accuracy"] >= 0.95, r)
+    # The same job from .npy files (examples/digits/job_npy.yaml, data.kind npy): the same features bit for bit,
+    # so the same evaluations as the CSV job, and the summary line states the accuracy.
+    csv_accuracies = [m["eval_accuracy"] for m in evals]
+    metrics = os.path.join(tmp, "digits-npy.jsonl")
+    r = run([braid, "launch", "-n", "4", "--", braid, "run", os.path.join(ROOT, "examples", "digits", "job_npy.yaml"),
+             "--set", f"log.metrics={metrics}"], timeout=200)
+    evals = [m for m in read_dump(metrics) if "eval_accuracy" in m] if os.path.exists(metrics) else []
+    done = re.search(r"done: .*test accuracy (\d+\.\d+)%", r.stdout + r.stderr)
+    expect(f"digits from .npy under braid launch: 20 evaluations, final test accuracy "
+           f"{evals[-1]['eval_accuracy'] if evals else '?'} >= 0.95 (summary: {done.group(1) + '%' if done else '?'}), "
+           "every evaluation equal to the CSV job's",
+           r.returncode == 0 and len(evals) == 20 and evals[-1]["eval_accuracy"] >= 0.95 and done is not None
+           and float(done.group(1)) >= 95.0 and [m["eval_accuracy"] for m in evals] == csv_accuracies, r)
     # The FSDP job under mpirun, one epoch: the loss falls.
     metrics = os.path.join(tmp, "fsdp.jsonl")
     r = run(mpirun(mpiexec, braid, 4, [os.path.join(ROOT, "examples", "fsdp", "job.yaml"), "--set", "train.epochs=1",
