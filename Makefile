@@ -6,6 +6,8 @@
 #                server worker, a master) on 6 ranks under mpirun; prints progress and the summary
 #   make test    build, then every CTest test: unit tests, layering checks, the cli, and the examples
 #                (each example is a CTest test labelled "example", run under mpirun)
+#   make install PREFIX=/opt/braid   build, then install braid there (relocatable; docs/INSTALL.md)
+#   make package build, then build/braid_<version>_amd64.deb (CPack; `apt-get install ./build/braid_*.deb`)
 #   make bench   run every benchmark driver (bench/run_*.sh), each on its own Release build
 #   make asan    the same tests in build-asan, compiled with -fsanitize=address,undefined
 #   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
@@ -24,6 +26,8 @@ RUN_ARGS ?=
 # Seconds; CTest's limit for any test that does not set its own TIMEOUT property.
 TEST_TIMEOUT ?= 300
 CMAKE_ARGS ?=
+# make install: where braid goes.
+PREFIX ?= /usr/local
 
 # Containers often run as root, which Open MPI refuses without both variables.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -43,7 +47,7 @@ ASAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:abort_on_error=0 \
 TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1 \
             UCX_MEM_MMAP_HOOK_MODE=none
 
-.PHONY: all setup configure build run test bench asan tsan clean
+.PHONY: all setup configure build run test install package bench asan tsan clean
 
 all: build
 
@@ -61,6 +65,14 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)
+
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# The Debian package of this build: Depends from the binaries (dpkg-shlibdeps), files under /usr.
+package: build
+	cd $(BUILD_DIR) && cpack -G DEB
+	@ls -1 $(BUILD_DIR)/braid_*_amd64.deb
 
 # Each driver configures its own Release build (timings from RelWithDebInfo would mislead) and prints a
 # table comparing braid with its reference.

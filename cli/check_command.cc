@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/plugin/plugin_loader.h"
 
 namespace braid::cli {
 namespace {
@@ -45,7 +46,8 @@ std::string summary(const CheckOptions& options, const runtime::JobSpec& job) {
   return fmt::format("{}: ok — {}: {} ranks ({}), backend {}, model {}, {} of batch {} per trainer, {}, {}, data {}\n",
                      options.job_file, job.name, roles.world_size(), who, runtime::to_string(job.backend),
                      job.model.kind, length, job.train.batch_size, parallel, optimizer,
-                     runtime::to_string(job.data.kind));
+                     job.data.kind == runtime::DataKind::Registered ? job.data.kind_name
+                                                                    : runtime::to_string(job.data.kind));
 }
 
 }  // namespace
@@ -66,9 +68,11 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
       "  braid check job.yaml --set roles.trainers=[0,1] --set roles.workers=[2] --set roles.master=3\n"
       "  braid check job.yaml --print                  the resolved job as JSON (defaults and absolute paths)\n"
       "  braid check job.yaml --world-size 6           also check the roles against `mpirun -np 6`\n"
+      "  braid check job.yaml --set model.plugin=build/libmy_net.so   a model from a plugin (docs/PLUGINS.md)\n"
       "\n"
       "Values are YAML: 0.1 is a number, true a boolean, [0, 1] a list, {kind: adam, lr: 0.001} a mapping,\n"
-      "'\"4\"' a string. Paths are relative to the job file's directory. Exit codes: 0 ok, 2 a bad job file.\n"
+      "'\"4\"' a string. Paths are relative to the job file's directory. The job's plugins (plugins, model.plugin)\n"
+      "are loaded, as `braid run` loads them on every rank. Exit codes: 0 ok, 2 a bad job file or plugin.\n"
       "The reference of every key: docs/JOBS.md.");
   return cmd;
 }
@@ -77,9 +81,13 @@ int run_check_command(const CheckOptions& options) {
   try {
     runtime::JobSpec job = runtime::parse_job_file(options.job_file);
     runtime::apply_overrides(job, options.overrides);
+    const std::vector<runtime::LoadedPlugin> plugins = runtime::load_job_plugins(job);
     runtime::validate_job_model(job);
     if (options.world_size > 0) runtime::check_world_size(job, options.world_size);
-    const std::string text = options.print ? runtime::to_json(job).dump(2) + "\n" : summary(options, job);
+    std::string text = options.print ? runtime::to_json(job).dump(2) + "\n" : summary(options, job);
+    if (!options.print) {
+      for (const runtime::LoadedPlugin& p : plugins) text += fmt::format("  plugin {}\n", runtime::describe(p));
+    }
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return kExitOk;

@@ -14,6 +14,7 @@
 #include "base/logging.h"
 #include "cli/bench_command.h"
 #include "cli/check_command.h"
+#include "cli/export_command.h"
 #include "cli/info_command.h"
 #include "cli/launch_command.h"
 #include "cli/run_command.h"
@@ -35,7 +36,8 @@ constexpr const char* kDescription =
     "per rank, started by a launcher (mpirun, srun); each process finds its rank and the job size in the\n"
     "launcher's environment (OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE).\n"
     "\n"
-    "Training jobs: `mpirun -np 6 braid run examples/hybrid/job.yaml` runs the job file's roles, one per rank.";
+    "Training jobs: `mpirun -np 6 braid run examples/hybrid/job.yaml` runs the job file's roles, one per rank.\n"
+    "Models, losses, data kinds and comm hooks of one's own come as plugins the job file names (docs/PLUGINS.md).";
 
 constexpr const char* kFooter =
     "Examples:\n"
@@ -44,6 +46,8 @@ constexpr const char* kFooter =
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
     "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"
+    "  braid export ckpt -o model.safetensors\n"
+    "                                      a checkpoint's trained model as one safetensors file\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
     "  srun -n 8 braid info                the same under Slurm\n"
     "  braid launch -n 2 -- braid info     the same without MPI: ranks on this machine, env:// rendezvous\n"
@@ -107,6 +111,8 @@ int braid::cli::run_main(int argc, char** argv) {
   CLI::App* status = braid::cli::add_status_command(app, status_options);
   braid::cli::LaunchCommandOptions launch_options;
   CLI::App* launch = braid::cli::add_launch_command(app, launch_options);
+  braid::cli::ExportOptions export_options;
+  CLI::App* export_cmd = braid::cli::add_export_command(app, export_options);
 
   try {
     app.parse(argc, argv);
@@ -139,6 +145,7 @@ int braid::cli::run_main(int argc, char** argv) {
     }
     if (status->parsed()) return braid::cli::run_status_command(status_options);
     if (launch->parsed()) return braid::cli::run_launch_command(launch_options);
+    if (export_cmd->parsed()) return braid::cli::run_export_command(export_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "runtime/data/dataset_registry.h"
 #include "runtime/data/tabular_dataset.h"
 
 namespace braid::runtime {
@@ -46,6 +47,8 @@ std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split) {
       return load_npy(spec, split);
     case DataKind::Seed000:
       return split == Split::Train ? data::make_seed000_dataset() : nullptr;
+    case DataKind::Registered:
+      return make_registered_dataset(spec, split);
   }
   BRAID_THROW(InvalidArgument, "make_dataset: unknown data.kind {}", static_cast<int>(spec.kind));
 }

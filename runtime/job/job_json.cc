@@ -111,6 +111,7 @@ std::string to_string(LossKind v) {
     case LossKind::CrossEntropy: return "cross_entropy";
     case LossKind::Mse: return "mse";
     case LossKind::WeightedSum: return "weighted_sum";
+    case LossKind::Registered: return "registered";
   }
   return "?";
 }
@@ -132,6 +133,7 @@ std::string to_string(DataKind v) {
     case DataKind::Binary: return "binary";
     case DataKind::Seed000: return "seed000";
     case DataKind::Npy: return "npy";
+    case DataKind::Registered: return "registered";
   }
   return "?";
 }
@@ -159,9 +161,14 @@ json to_json(const JobSpec& job) {
   j["model"] = {{"kind", job.model.kind},
                 {"args", job.model.args.is_null() ? json::object() : job.model.args},
                 {"layers", job.model.layers.is_null() ? json::array() : job.model.layers},
-                {"init_seed", job.model.init_seed}};
-  j["loss"] = to_string(job.loss);
-  j["data"] = {{"kind", to_string(d.kind)},
+                {"init_seed", job.model.init_seed},
+                {"plugin", job.model.plugin},
+                {"init_from", job.model.init_from},
+                {"strict", job.model.strict}};
+  j["plugins"] = job.plugins;
+  j["loss"] = job.loss_name;
+  j["data"] = {{"kind", d.kind == DataKind::Registered ? d.kind_name : to_string(d.kind)},
+               {"args", d.kind == DataKind::Registered ? d.args : json(nullptr)},
                {"path", d.path},
                {"test_path", d.test_path},
                {"inputs", d.inputs},
@@ -192,7 +199,9 @@ json to_json(const JobSpec& job) {
               {"bucket_cap_mb", job.ddp.bucket_cap_mb},
               {"gradient_as_bucket_view", job.ddp.gradient_as_bucket_view},
               {"find_unused_parameters", job.ddp.find_unused_parameters},
-              {"static_graph", job.ddp.static_graph}};
+              {"static_graph", job.ddp.static_graph},
+              {"comm_hook", job.ddp.comm_hook.empty() ? json(nullptr)
+                                                      : json{{"kind", job.ddp.comm_hook}, {"args", job.ddp.comm_hook_args}}}};
   j["fsdp"] = {{"enabled", job.fsdp.enabled},
                {"sharding_strategy", to_string(job.fsdp.sharding_strategy)},
                {"wrap", job.fsdp.wrap},

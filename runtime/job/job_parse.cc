@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -41,8 +42,8 @@ class Parser {
       fail("", fmt::format("a job is a mapping of keys (name, roles, model, ...), got {}", describe(root)));
     }
     Fields top(root, "",
-               {"name", "backend", "rpc", "roles", "model", "loss", "data", "optimizer", "ddp", "fsdp", "train",
-                "checkpoint", "log", "failure", "status_file"});
+               {"name", "backend", "rpc", "roles", "plugins", "model", "loss", "data", "optimizer", "ddp", "fsdp",
+                "train", "checkpoint", "log", "failure", "status_file"});
     JobSpec job;
     job.file = origin_;
     job.name = default_name();
@@ -57,10 +58,9 @@ class Parser {
                            {{"mpi", Backend::Mpi}, {"gloo", Backend::Gloo}, {"nccl", Backend::Nccl}});
     rpc(top.raw("rpc"), job.rpc);
     job.roles = parse_roles(top.raw("roles"));
+    job.plugins = plugins(top.raw("plugins"));
     model(top.raw("model"), job.model);
-    top.read_enum<LossKind>(
-        "loss", job.loss,
-        {{"cross_entropy", LossKind::CrossEntropy}, {"mse", LossKind::Mse}, {"weighted_sum", LossKind::WeightedSum}});
+    loss(top, job);
     train(top.raw("train"), job.train);  // before data: data.micro_batch is checked against the batch size
     data(top.raw("data"), job.data, job.train);
     optimizer(top.raw("optimizer"), job.optimizer);
@@ -104,9 +104,43 @@ class Parser {
     require_positive(out.timeout_s, f.path("timeout_s"));
   }
 
+
+  std::vector<std::string> plugins(const json& value) const {
+    std::vector<std::string> out;
+    if (value.is_null()) return out;
+    if (!value.is_array()) {
+      fail("plugins", fmt::format("expected a list of shared libraries, e.g. [libmy_losses.so], got {}", describe(value)));
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      const std::string key = fmt::format("plugins[{}]", i);
+      if (!value[i].is_string() || value[i].get<std::string>().empty()) {
+        fail(key, fmt::format("expected the path of a shared library, got {}", describe(value[i])));
+      }
+      // Whether the file exists is the plugin loader's check (runtime/plugin/plugin_loader.h), so that
+      // `--set` can still name another library when the file's does not exist here.
+      const std::string path = resolve(value[i].get<std::string>());
+      if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+    }
+    return out;
+  }
+
+  // A built-in loss by its enum; any other name is a loss a plugin registers, checked once plugins are
+  // loaded (validate_job_extensions).
+  void loss(const Fields& top, JobSpec& job) const {
+    if (!top.has("loss")) return;
+    top.read("loss", job.loss_name);
+    if (job.loss_name.empty()) fail("loss", "must not be empty: cross_entropy, mse, weighted_sum or a plugin's loss");
+    static const std::pair<const char*, LossKind> kBuiltin[] = {
+        {"cross_entropy", LossKind::CrossEntropy}, {"mse", LossKind::Mse}, {"weighted_sum", LossKind::WeightedSum}};
+    job.loss = LossKind::Registered;
+    for (const auto& [name, kind] : kBuiltin) {
+      if (job.loss_name == name) job.loss = kind;
+    }
+  }
+
   void model(const json& value, ModelSpec& out) {
     if (value.is_null()) fail("model", "required: the model to train, e.g. {kind: mlp, args: {...}}");
-    Fields f(value, "model", {"kind", "args", "layers", "init_seed"});
+    Fields f(value, "model", {"kind", "args", "layers", "init_seed", "plugin", "init_from", "strict"});
     if (!f.has("kind")) fail("model.kind", "required: a registered model name, or sequential with model.layers");
     f.read("kind", out.kind);
     if (out.kind.empty()) fail("model.kind", "must not be empty");
@@ -138,19 +172,50 @@ class Parser {
       fail("model.layers", fmt::format("only for kind sequential (kind is '{}')", out.kind));
     }
     f.read("init_seed", out.init_seed);
+    // Existence is checked when they are used (the plugin loader, validate_job_model), after any --set.
+    f.read("plugin", out.plugin);
+    out.plugin = resolve(out.plugin);
+    f.read("init_from", out.init_from);
+    out.init_from = resolve(out.init_from);
+    f.read("strict", out.strict);
+  }
+
+  // A built-in kind by its enum; any other name is a data kind a plugin registers (checked, with its args,
+  // once plugins are loaded: validate_job_model). data.args belongs to such kinds only.
+  static void data_kind(const Fields& f, DataSpec& out) {
+    if (f.has("kind")) {
+      f.read("kind", out.kind_name);
+      static const std::pair<const char*, DataKind> kBuiltin[] = {{"synthetic", DataKind::Synthetic},
+                                                                  {"csv", DataKind::Csv},
+                                                                  {"binary", DataKind::Binary},
+                                                                  {"npy", DataKind::Npy},
+                                                                  {"seed000", DataKind::Seed000}};
+      if (out.kind_name.empty()) fail(f.path("kind"), "must not be empty: synthetic, csv, binary, npy, seed000 or a "
+                                                      "plugin's data kind");
+      out.kind = DataKind::Registered;
+      for (const auto& [name, kind] : kBuiltin) {
+        if (out.kind_name == name) out.kind = kind;
+      }
+    }
+    if (out.kind != DataKind::Registered) out.kind_name = to_string(out.kind);
+    out.args = json::object();
+    if (f.has("args")) {
+      if (out.kind != DataKind::Registered) {
+        fail(f.path("args"), fmt::format("only for a data kind a plugin registers (data.kind is '{}')", out.kind_name));
+      }
+      if (!f.raw("args").is_object()) {
+        fail(f.path("args"), fmt::format("expected a mapping of the data kind's arguments, got {}", describe(f.raw("args"))));
+      }
+      out.args = f.raw("args");
+    }
   }
 
   void data(const json& value, DataSpec& out, const TrainSpec& train) {
     Fields f(value, "data",
              {"kind", "path", "test_path", "inputs", "targets", "test_inputs", "test_targets", "header", "label_column",
               "feature_columns", "feature_scale", "num_samples", "num_features", "num_classes", "seed", "partition",
-              "shuffle", "drop_last", "uneven", "micro_batch"});
-    f.read_enum<DataKind>("kind", out.kind,
-                          {{"synthetic", DataKind::Synthetic},
-                           {"csv", DataKind::Csv},
-                           {"binary", DataKind::Binary},
-                           {"npy", DataKind::Npy},
-                           {"seed000", DataKind::Seed000}});
+              "shuffle", "drop_last", "uneven", "micro_batch", "args"});
+    data_kind(f, out);
     const bool from_file = out.kind == DataKind::Csv || out.kind == DataKind::Binary;
     const bool npy = out.kind == DataKind::Npy;
     const std::pair<const char*, std::string*> files[] = {{"path", &out.path},
@@ -164,9 +229,9 @@ class Parser {
       if (path->empty()) continue;
       const bool npy_key = path != &out.path && path != &out.test_path;
       if (!npy_key && !from_file)
-        fail(f.path(key), fmt::format("only for csv and binary data (data.kind is '{}')", to_string(out.kind)));
+        fail(f.path(key), fmt::format("only for csv and binary data (data.kind is '{}')", out.kind_name));
       if (npy_key && !npy)
-        fail(f.path(key), fmt::format("only for npy data (data.kind is '{}')", to_string(out.kind)));
+        fail(f.path(key), fmt::format("only for npy data (data.kind is '{}')", out.kind_name));
       *path = resolve(*path);
       std::error_code ec;  // an unreadable directory on the way reads as "no such file", not as a crash
       if (!fs::is_regular_file(*path, ec)) fail(f.path(key), fmt::format("no such file: {}", *path));
@@ -250,7 +315,8 @@ class Parser {
 
   void ddp(const json& value, DdpSpec& out) {
     Fields f(value, "ddp",
-             {"mode", "bucket_cap_mb", "gradient_as_bucket_view", "find_unused_parameters", "static_graph"});
+             {"mode", "bucket_cap_mb", "gradient_as_bucket_view", "find_unused_parameters", "static_graph",
+              "comm_hook"});
     f.read_enum<DdpMode>("mode", out.mode,
                          {{"none", DdpMode::None}, {"inside", DdpMode::Inside}, {"outside", DdpMode::Outside}});
     f.read("bucket_cap_mb", out.bucket_cap_mb);
@@ -258,6 +324,30 @@ class Parser {
     f.read("gradient_as_bucket_view", out.gradient_as_bucket_view);
     f.read("find_unused_parameters", out.find_unused_parameters);
     f.read("static_graph", out.static_graph);
+    comm_hook(f, out);
+  }
+
+  // ddp.comm_hook: a name, or {kind: NAME, args: {...}}; the name is checked once plugins are loaded.
+  static void comm_hook(const Fields& ddp, DdpSpec& out) {
+    if (!ddp.has("comm_hook")) return;
+    const json& v = ddp.raw("comm_hook");
+    out.comm_hook_args = json::object();
+    if (v.is_string()) {
+      out.comm_hook = v.get<std::string>();
+    } else if (v.is_object()) {
+      Fields h(v, "ddp.comm_hook", {"kind", "args"});
+      h.read("kind", out.comm_hook);
+      if (h.has("args")) {
+        if (!h.raw("args").is_object()) {
+          fail(h.path("args"), fmt::format("expected a mapping of the hook's arguments, got {}", describe(h.raw("args"))));
+        }
+        out.comm_hook_args = h.raw("args");
+      }
+    } else {
+      fail("ddp.comm_hook", fmt::format("expected a hook name (allreduce, fp16_compress, ...) or {{kind: NAME, args: "
+                                        "{{...}}}}, got {}", describe(v)));
+    }
+    if (out.comm_hook.empty()) fail("ddp.comm_hook", "the hook's name is empty");
   }
 
   // hybrid_shard's groups must tile the trainers; other strategies have none.

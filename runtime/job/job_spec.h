@@ -4,11 +4,14 @@
 //   backend: gloo                     # mpi | gloo | nccl: the default process group and DDP/FSDP's
 //   rpc: {transport: tcp, timeout_s: 60}
 //   roles: {trainers: [0, 1, 2, 3], workers: [4], master: 5}   # or counts: {trainers: 4, workers: 1, master: 1}
+//   plugins: [libmy_losses.so]        # shared libraries that register models, losses, data kinds, comm hooks
 //   model: {kind: hybrid, args: {...}}                        # or {kind: sequential, layers: [...]}
-//   loss: weighted_sum                # cross_entropy | mse | weighted_sum (sum(output * target), seed 000)
+//                                     # + plugin: libmy_net.so, init_from: weights.safetensors, strict: true
+//   loss: weighted_sum                # cross_entropy | mse | weighted_sum (sum(output * target), seed 000),
+//                                     # or a loss a plugin registers
 //   data: {kind: seed000, partition: contiguous, uneven: false}
 //   optimizer: {kind: sgd, lr: 0.05}
-//   ddp: {mode: outside}              # none | inside | outside
+//   ddp: {mode: outside}              # none | inside | outside; comm_hook: fp16_compress (or {kind, args})
 //   train: {epochs: 1, steps: 0, batch_size: 4, seed: 0}
 //   checkpoint: {dir: ckpt, interval: 10}
 //   log: {level: info, interval: 10, metrics: metrics.jsonl}
@@ -34,9 +37,11 @@ namespace braid::runtime {
 enum class Backend { Mpi, Gloo, Nccl };
 enum class RpcTransport { Tcp, Ucx };
 enum class DdpMode { None, Inside, Outside };
-enum class LossKind { CrossEntropy, Mse, WeightedSum };
+// Registered: a loss a plugin registers, named by JobSpec::loss_name (runtime/models/loss.h).
+enum class LossKind { CrossEntropy, Mse, WeightedSum, Registered };
 enum class OptimizerKind { None, Sgd, Adam, AdamW };
-enum class DataKind { Synthetic, Csv, Binary, Seed000, Npy };
+// Registered: a data kind a plugin registers, named by DataSpec::kind_name (runtime/data/dataset_registry.h).
+enum class DataKind { Synthetic, Csv, Binary, Seed000, Npy, Registered };
 // interleaved: DistributedSampler's rank::num_replicas; contiguous: trainer t takes the t-th block.
 enum class Partition { Interleaved, Contiguous };
 enum class ShardingStrategy { FullShard, ShardGradOp, NoShard, HybridShard };
@@ -60,10 +65,22 @@ struct ModelSpec {
   nlohmann::json args;     // an object: the model's arguments, checked by its definition
   nlohmann::json layers;   // an array, for kind "sequential": [{kind: linear, in: 64, out: 32}, {kind: relu}]
   uint64_t init_seed = 0;  // parameters are drawn from a generator seeded with it, the same on every trainer
+  // The plugin (a shared library, absolute after parsing) that registers `kind`; empty for a built-in kind
+  // or one that a library of JobSpec::plugins registers (runtime/plugin/plugin.h).
+  std::string plugin;
+  // Initial weights from a safetensors file (absolute after parsing; empty: drawn from init_seed), loaded
+  // into the trainer's module before DDP or FSDP wraps it. strict: the file must hold exactly the module's
+  // state-dict keys (PyTorch's "Missing key(s)" / "Unexpected key(s)" otherwise).
+  std::string init_from;
+  bool strict = true;
 };
 
 struct DataSpec {
   DataKind kind = DataKind::Synthetic;
+  // The kind as the file names it (for a registered kind, the registry's key), and data.args (an object,
+  // registered kinds only).
+  std::string kind_name = "synthetic";
+  nlohmann::json args = nlohmann::json::object();
   // csv/binary: the training file and an optional held-out test file (absolute after parsing).
   std::string path;
   std::string test_path;
@@ -110,6 +127,11 @@ struct DdpSpec {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool static_graph = false;
+  // How DDP reduces each bucket (runtime/models/comm_hook_registry.h): empty for the default allreduce, a
+  // built-in hook (allreduce, fp16_compress, bf16_compress, noop) or one a plugin registers, with its
+  // arguments (an object).
+  std::string comm_hook;
+  nlohmann::json comm_hook_args = nlohmann::json::object();
 };
 
 struct FsdpSpec {
@@ -157,7 +179,11 @@ struct JobSpec {
   RpcSpec rpc;
   RolesSpec roles;
   ModelSpec model;
+  // Shared libraries loaded before anything else (absolute after parsing), for what the job names besides
+  // its model: losses, data kinds, comm hooks (model.plugin adds the model's own).
+  std::vector<std::string> plugins;
   LossKind loss = LossKind::CrossEntropy;
+  std::string loss_name = "cross_entropy";  // as the file names it; the registry's key for LossKind::Registered
   DataSpec data;
   OptimizerSpec optimizer;
   DdpSpec ddp;

@@ -7,6 +7,8 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
 #include "base/check.h"
+#include "runtime/models/builtin_models.h"
+#include "runtime/models/named_registry.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/reduce.h"
 
@@ -20,8 +22,9 @@ const char* loss_name(LossKind kind) {
     case LossKind::CrossEntropy: return "cross_entropy";
     case LossKind::Mse: return "mse";
     case LossKind::WeightedSum: return "weighted_sum";
+    case LossKind::Registered: break;
   }
-  return "unknown loss";
+  return "a registered loss";
 }
 
 bool is_integer(DType d) { return !is_floating(d) && d != DType::Bool; }
@@ -90,8 +93,54 @@ Tensor compute_loss(LossKind kind, const Tensor& output, const Tensor& target) {
     case LossKind::CrossEntropy: return cross_entropy(output, target);
     case LossKind::Mse: return mse(output, target);
     case LossKind::WeightedSum: return weighted_sum(output, target);
+    case LossKind::Registered: break;
   }
-  BRAID_THROW(InternalError, "compute_loss: unhandled loss kind {}", static_cast<int>(kind));
+  BRAID_THROW(InternalError, "compute_loss: loss kind {} has no built-in computation (a registered loss is "
+              "computed through compute_job_loss)", static_cast<int>(kind));
+}
+
+namespace {
+
+NamedRegistry<LossDefinition>& losses() {
+  // Built-ins are entries too, so that an unknown name lists every loss a job can use.
+  static NamedRegistry<LossDefinition> r("loss");
+  static const bool builtins_added = [] {
+    for (LossKind kind : {LossKind::CrossEntropy, LossKind::Mse, LossKind::WeightedSum}) {
+      r.add(loss_name(kind), {loss_name(kind), "built in",
+                              [kind](const Tensor& o, const Tensor& t) { return compute_loss(kind, o, t); }});
+    }
+    return true;
+  }();
+  (void)builtins_added;
+  return r;
+}
+
+}  // namespace
+
+void register_loss(LossDefinition definition, std::string origin) {
+  BRAID_CHECK_ARG(definition.compute != nullptr, "register_loss: loss '{}' has no compute function", definition.name);
+  const std::string name = definition.name;
+  losses().add(name, std::move(definition), std::move(origin));
+}
+
+const LossDefinition* find_loss(const std::string& name) { return losses().definition(name); }
+
+std::string loss_origin(const std::string& name) { return losses().origin(name); }
+
+void check_loss_known(const std::string& name) {
+  if (losses().find(name) != nullptr) return;
+  BRAID_THROW(InvalidArgument, "loss: unknown loss '{}'{} (known: {})", name, detail::did_you_mean(name, losses().names()),
+              losses().describe_known());
+}
+
+Tensor compute_job_loss(const JobSpec& job, const Tensor& output, const Tensor& target) {
+  if (job.loss != LossKind::Registered) return compute_loss(job.loss, output, target);
+  const auto* e = losses().find(job.loss_name);
+  if (e == nullptr) check_loss_known(job.loss_name);
+  Tensor loss = e->definition.compute(output, target);
+  BRAID_CHECK_ARG(loss.defined() && loss.numel() == 1, "loss '{}'{}: must return a scalar, got {}", job.loss_name,
+                  NamedRegistry<LossDefinition>::marked(e->origin), loss.defined() ? loss.describe() : "nothing");
+  return loss;
 }
 
 double accuracy(const Tensor& output, const Tensor& target) {

@@ -7,12 +7,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <shared_mutex>
 #include <utility>
 
 #include "base/check.h"
+#include "runtime/data/dataset_registry.h"
 #include "runtime/models/builtin_models.h"
+#include "runtime/models/comm_hook_registry.h"
+#include "runtime/models/loss.h"
+#include "runtime/models/named_registry.h"
 
 namespace braid::runtime {
 
@@ -23,7 +28,11 @@ using nlohmann::json;
 struct Entry {
   ModelDefinition definition;
   std::function<void(const ModelBuild&)> check;  // built-ins only
+  std::string origin;                            // "" built in; else the plugin's path
 };
+
+// " (plugin libmy_net.so)" for a plugin's model.
+std::string marked(const std::string& origin) { return NamedRegistry<int>::marked(origin); }
 
 struct Registry {
   Registry() {
@@ -33,7 +42,7 @@ struct Registry {
     for (detail::BuiltinModel& m : detail::fsdp_models()) builtins.push_back(std::move(m));
     for (detail::BuiltinModel& m : builtins) {
       std::string name = m.definition.name;
-      entries.emplace(std::move(name), Entry{std::move(m.definition), std::move(m.check)});
+      entries.emplace(std::move(name), Entry{std::move(m.definition), std::move(m.check), {}});
     }
   }
   std::shared_mutex mu;
@@ -220,14 +229,41 @@ std::vector<int64_t> ModelBuild::arg_ints(const std::string& key, std::optional<
 
 // --- the registry
 
-void register_model(ModelDefinition definition) {
-  BRAID_CHECK_ARG(!definition.name.empty(), "register_model: the model name is empty");
-  BRAID_CHECK_ARG(definition.build != nullptr, "register_model: model '{}' has no build function", definition.name);
+void register_model(ModelDefinition definition, std::string origin) {
+  const std::string from = origin.empty() ? std::string() : fmt::format(" (from plugin {})", origin);
+  BRAID_CHECK_ARG(!definition.name.empty(), "register_model: the model name is empty{}", from);
+  BRAID_CHECK_ARG(definition.build != nullptr, "register_model: model '{}'{} has no build function", definition.name,
+                  from);
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mu);
   const std::string name = definition.name;
-  const bool added = r.entries.emplace(name, Entry{std::move(definition), nullptr}).second;
-  BRAID_CHECK_ARG(added, "register_model: a model named '{}' is already registered", name);
+  const auto it = r.entries.find(name);
+  BRAID_CHECK_ARG(it == r.entries.end(), "register_model: a model named '{}'{} is already registered{}", name, from,
+                  it == r.entries.end() ? std::string()
+                  : it->second.origin.empty() ? std::string(" (built in)")
+                                              : fmt::format(" (by plugin {})", it->second.origin));
+  r.entries.emplace(name, Entry{std::move(definition), nullptr, std::move(origin)});
+}
+
+std::string model_origin(const std::string& name) {
+  const Entry* e = find_entry(name);
+  return e == nullptr ? std::string() : e->origin;
+}
+
+std::shared_ptr<nn::Module> build_model(const std::string& kind, const ModelBuild& build, const std::string& where) {
+  const ModelDefinition& def = get_model(kind);
+  const std::string origin = model_origin(kind);
+  std::shared_ptr<nn::Module> module;
+  try {
+    module = def.build(build);
+  } catch (const std::exception& e) {
+    const std::string who = origin.empty() ? fmt::format("model '{}'", kind)
+                                           : fmt::format("plugin {}: model '{}'", origin, kind);
+    BRAID_THROW(InvalidArgument, "{} threw while building{}: {}", who, where.empty() ? "" : " on " + where, e.what());
+  }
+  BRAID_CHECK_ARG(module != nullptr, "model.kind: '{}'{} built no module{}", kind, marked(origin),
+                  where.empty() ? "" : " on " + where);
+  return module;
 }
 
 const ModelDefinition* find_model(const std::string& name) {
@@ -239,8 +275,10 @@ const ModelDefinition& get_model(const std::string& name) {
   const ModelDefinition* d = find_model(name);
   if (d == nullptr) {
     const std::vector<std::string> names = model_names();
+    std::vector<std::string> listed;
+    for (const std::string& n : names) listed.push_back(n + marked(model_origin(n)));
     BRAID_THROW(InvalidArgument, "model.kind: unknown model '{}'{} (registered: {})", name,
-                detail::did_you_mean(name, names), fmt::join(names, ", "));
+                detail::did_you_mean(name, names), fmt::join(listed, ", "));
   }
   return *d;
 }
@@ -283,6 +321,12 @@ void validate_model(const ModelSpec& model, DdpMode ddp_mode, bool has_workers) 
 void validate_job_model(const JobSpec& job) {
   try {
     validate_model(job.model, job.ddp.mode, !job.roles.workers.empty());
+    std::error_code ec;
+    BRAID_CHECK_ARG(job.model.init_from.empty() || std::filesystem::is_regular_file(job.model.init_from, ec),
+                    "model.init_from: no such file: {}", job.model.init_from);
+    if (job.loss == LossKind::Registered) check_loss_known(job.loss_name);
+    if (job.data.kind == DataKind::Registered) validate_registered_dataset(job.data);
+    validate_comm_hook(job.ddp);
   } catch (const InvalidArgument& e) {
     if (job.file.empty()) throw;
     BRAID_THROW(InvalidArgument, "{}: {}", job.file, e.what());

@@ -12,8 +12,9 @@
 //                   ddp.mode inside wraps fc2
 //   fsdp_nested     the FSDP tests' NestedWrappedModule, transformer: TransformerWithSharedParams
 //
-// Users add their own before the runtime starts, in a program that links braid::runtime and calls
-// braid::cli's entry point (examples/custom_model/):
+// Users add their own through a plugin (runtime/plugin/plugin.h, docs/PLUGINS.md), which the job names
+// with model.plugin or plugins; a program that links braid may also call register_model() itself before
+// the runtime starts:
 //
 //   runtime::register_model({.name = "my_net", .help = "two layers",
 //                            .build = [](const ModelBuild& b) { return std::make_shared<MyNet>(b.arg_int("width")); }});
@@ -76,19 +77,26 @@ struct ModelDefinition {
   bool supports_inside_ddp = false;
 };
 
-// InvalidArgument for an empty or taken name or a definition without build().
-void register_model(ModelDefinition definition);
+// InvalidArgument for an empty or taken name or a definition without build(). `origin` is the plugin's
+// path ("" for braid's own and a program's), for messages.
+void register_model(ModelDefinition definition, std::string origin = {});
+std::string model_origin(const std::string& name);  // "" for built-ins and unknown names
 // nullptr when unknown.
 const ModelDefinition* find_model(const std::string& name);
 // InvalidArgument "model.kind: unknown model '<name>' (registered: a, b, c)".
 const ModelDefinition& get_model(const std::string& name);
 std::vector<std::string> model_names();  // sorted, built-ins included
+// get_model(kind).build(build), with whatever it throws rethrown as InvalidArgument naming the plugin (if
+// any), the kind and `where` ("rank 1 (trainer 1 of 2)"): "plugin /p/libx.so: model 'x' threw while
+// building on rank 1 (...): <what>". Also InvalidArgument when it returns no module.
+std::shared_ptr<nn::Module> build_model(const std::string& kind, const ModelBuild& build, const std::string& where);
 
 // Checks a spec's model against its definition without building anything (braid check): known kind, known
 // argument names, layers well-formed for "sequential", inside DDP supported if asked.
 void validate_model(const ModelSpec& model, DdpMode ddp_mode, bool has_workers);
-// validate_model() for a parsed job, with the job file named in the message as the parser names it
-// ("<file>: model.args.in: ..."): what `braid check` and `braid run` call after parsing and overrides.
+// validate_model() for a parsed job, then its loss and comm hook names, with the job file named in the
+// message as the parser names it ("<file>: model.args.in: ..."): what `braid check` and `braid run` call
+// after parsing, overrides and loading the job's plugins.
 void validate_job_model(const JobSpec& job);
 
 }  // namespace braid::runtime

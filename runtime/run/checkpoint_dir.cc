@@ -85,7 +85,13 @@ std::optional<CheckpointRef> read_latest(const std::string& dir) {
   const fs::path meta = step_dir / "meta.json";
   BRAID_CHECK_ARG(!name.empty() && fs::exists(meta), "checkpoint: '{}' names '{}', which is not a complete checkpoint "
                   "(no {})", latest.string(), name, meta.string());
+  return read_step_dir(step_dir.string());
+}
+
+CheckpointRef read_step_dir(const std::string& step_dir) {
+  const fs::path meta = fs::path(step_dir) / "meta.json";
   std::ifstream m(meta);
+  BRAID_CHECK_ARG(m.good(), "checkpoint: '{}' is not a complete checkpoint (no {})", step_dir, meta.string());
   std::stringstream text;
   text << m.rdbuf();
   CheckpointRef ref;

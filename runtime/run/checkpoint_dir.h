@@ -36,5 +36,7 @@ struct CheckpointRef {
 // The checkpoint <dir>/latest names; nullopt when there is none. InvalidArgument for a latest that names a
 // missing or incomplete directory (naming both).
 std::optional<CheckpointRef> read_latest(const std::string& dir);
+// One step directory's checkpoint. InvalidArgument when it has no meta.json or that is not valid JSON.
+CheckpointRef read_step_dir(const std::string& step_dir);
 
 }  // namespace braid::runtime

@@ -4,6 +4,7 @@
 #include "base/logging.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/plugin/plugin_loader.h"
 #include "runtime/run/instance_registry.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
@@ -15,6 +16,9 @@ namespace braid::runtime {
 
 int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options) {
   block_job_signals();
+  // Plugins first, on every rank and before anything starts: a library that cannot load stops this rank
+  // with its reason before it joins the job, and the launcher ends the others.
+  load_job_plugins(job);
   // The model is checked before anything starts; looking it up also registers the built-in module classes,
   // which must happen before the RPC agent starts: the driver creates the remote parts on the workers as
   // soon as everyone has joined.

@@ -13,11 +13,13 @@
 #include "nn/serialize.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "rpc/api.h"
+#include "runtime/models/comm_hook_registry.h"
 #include "runtime/models/loss.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/roles.h"
+#include "runtime/run/initial_weights.h"
 #include "runtime/run/train_options.h"
 
 namespace braid::runtime {
@@ -76,14 +78,20 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   ModelBuild build{.args = args, .layers = layers, .init_seed = job.model.init_seed, .remote = remote_,
                    .wrap_inside = nullptr};
   if (use_ddp && job.ddp.mode == DdpMode::Inside) {
-    build.wrap_inside = [ddp_options](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
-      return std::make_shared<parallel::DistributedDataParallel>(std::move(sub), ddp_options);
+    build.wrap_inside = [ddp_options, &job](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
+      auto ddp = std::make_shared<parallel::DistributedDataParallel>(std::move(sub), ddp_options);
+      if (!job.ddp.comm_hook.empty()) ddp->register_comm_hook(make_job_comm_hook(job.ddp, ddp_options.process_group));
+      return ddp;
     };
   }
-  model_ = get_model(job.model.kind).build(build);
-  BRAID_CHECK_ARG(model_ != nullptr, "model.kind: '{}' built no module", job.model.kind);
+  const std::string where = fmt::format("rank {} (trainer {} of {})", job.roles.trainers.at(static_cast<size_t>(index)),
+                                        index, num_trainers_);
+  model_ = build_model(job.model.kind, build, where);
+  // Before DDP or FSDP wraps the module: every trainer reads the same file, so they start equal.
+  if (!job.model.init_from.empty()) load_initial_weights(*model_, job.model);
   if (use_ddp && job.ddp.mode == DdpMode::Outside) {
     ddp_ = std::make_shared<parallel::DistributedDataParallel>(model_, ddp_options);
+    if (!job.ddp.comm_hook.empty()) ddp_->register_comm_hook(make_job_comm_hook(job.ddp, group_));
   }
   if (job.fsdp.enabled) apply_fsdp(*model_, job.fsdp, group_, process_hybrid_shard_groups());
 
@@ -157,7 +165,7 @@ Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_
     const Tensor output = front()(b.inputs).at(0);
     // weighted_sum is seed 000's loss taken literally: each micro-batch's output times the whole batch's
     // values, `(output * mini_batch.values).sum()` (runtime/models/loss.h).
-    const Tensor loss = compute_loss(job_.loss, output, job_.loss == LossKind::WeightedSum ? full.target : b.target);
+    const Tensor loss = compute_job_loss(job_, output, job_.loss == LossKind::WeightedSum ? full.target : b.target);
     dist_autograd::backward(ctx.id(), {loss});
     const dist_autograd::GradientMap grads = dist_autograd::get_gradients(ctx.id());
     if (optimizer_) {
@@ -217,7 +225,7 @@ Value Trainer::evaluate() {
       const Batch batch = test_->gather(s.batch_indices(b, job_.train.batch_size));
       const Tensor output = front()(batch.inputs).at(0);
       const auto n = static_cast<double>(batch.size());
-      loss_sum += compute_loss(job_.loss, output, batch.target).item<double>() * n;
+      loss_sum += compute_job_loss(job_, output, batch.target).item<double>() * n;
       if (test_->num_classes() > 0) correct += accuracy(output, batch.target) * n;
       samples += batch.size();
     }

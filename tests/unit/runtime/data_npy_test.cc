@@ -30,6 +30,7 @@
 #include "runtime/job/job_spec.h"
 #include "tensor/factory.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/error_of.h"
 
 namespace braid::runtime {
 namespace {
@@ -38,6 +39,7 @@ using Catch::Matchers::Contains;
 using data::NpyDataset;
 using data::NpyFile;
 using testing::TempDir;
+using testing::error_of;
 using Indices = std::vector<int64_t>;
 
 // --- A tiny .npy writer, after numpy/lib/format.py.
@@ -72,18 +74,6 @@ std::string raw(const std::vector<T>& values) {
 std::string write_npy(const TempDir& dir, const std::string& name, const std::string& descr, const std::string& shape,
                       const std::string& bytes, int major = 1, bool fortran = false) {
   return dir.write(name, npy_header(dict(descr, shape, fortran), major) + bytes);
-}
-
-// The message of the InvalidArgument `f` throws; fails the test when it throws nothing or something else.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  FAIL("expected an InvalidArgument");
-  return "";
 }
 
 std::string open_error(const std::string& path) {

@@ -4,13 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <functional>
 #include <string>
 
 #include "base/error.h"
 #include "runtime/job/job_spec.h"
+#include "tests/support/error_of.h"
 
 using namespace braid;
+using braid::testing::error_of;
 using namespace braid::runtime;
 using Catch::Matchers::Contains;
 
@@ -21,17 +22,6 @@ const std::filesystem::path kFixtures = std::filesystem::path(__FILE__).parent_p
 std::string fixture(const std::string& name) { return (kFixtures / name).lexically_normal().string(); }
 
 JobSpec parse(const std::string& yaml) { return parse_job_text(yaml, "job.yaml", "/jobs"); }
-
-// The message of the InvalidArgument `f` throws; fails the test when it throws nothing or something else.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  FAIL("expected an InvalidArgument");
-  return "";
-}
 
 std::string parse_error(const std::string& yaml) {
   return error_of([&] { parse(yaml); });

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "examples/custom_model/my_model.h"
 #include "nn/module.h"
 #include "runtime/models/fsdp_models.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/plugin/plugin_loader.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
 
@@ -247,8 +247,11 @@ TEST_CASE("models: validate_model checks kind, argument names, layers, inside DD
 }
 
 TEST_CASE("models: a user model registers, validates and builds; names are unique", "[models]") {
-  my_project::register_my_model();
+  // examples/custom_model/my_net.cc, the plugin built in this tree.
+  const LoadedPlugin plugin = load_plugin(BRAID_MY_NET_PLUGIN);
+  CHECK(plugin.models == std::vector<std::string>{"my_net"});
   REQUIRE(find_model("my_net") != nullptr);
+  CHECK(model_origin("my_net") == plugin.path);
   CHECK_NOTHROW(validate_model(spec("my_net", {{"in", 3}, {"out", 2}}), DdpMode::Outside, false));
   CHECK_THROWS_WITH(validate_model(spec("my_net", {{"in", 3}, {"out", 2}, {"widht", 4}}), DdpMode::None, false),
                     Contains("model.args.widht: unknown argument of model 'my_net' (did you mean 'width'?)"));
@@ -259,7 +262,8 @@ TEST_CASE("models: a user model registers, validates and builds; names are uniqu
   CHECK(names_of(*a) == std::vector<std::string>{"scale", "hidden.weight", "hidden.bias", "head.weight", "head.bias"});
   CHECK_THROWS_WITH(build("my_net", {{"in", "x"}, {"out", 2}}), "model.args.in: expected an integer, got \"x\"");
 
-  CHECK_THROWS_WITH(my_project::register_my_model(), "register_model: a model named 'my_net' is already registered");
+  CHECK_THROWS_WITH(register_model(get_model("my_net")),
+                    "register_model: a model named 'my_net' is already registered (by plugin " + plugin.path + ")");
   auto definition = [](const std::string& name, bool with_build) {
     ModelDefinition d;
     d.name = name;
@@ -267,7 +271,7 @@ TEST_CASE("models: a user model registers, validates and builds; names are uniqu
     return d;
   };
   CHECK_THROWS_WITH(register_model(definition("linear", true)),
-                    "register_model: a model named 'linear' is already registered");
+                    "register_model: a model named 'linear' is already registered (built in)");
   CHECK_THROWS_WITH(register_model(definition("", true)), "register_model: the model name is empty");
   CHECK_THROWS_WITH(register_model(definition("no_build", false)),
                     "register_model: model 'no_build' has no build function");

@@ -1,16 +1,17 @@
-// A custom model for braid's job files: two Linear layers with a tanh between them and a learned output
-// scale. Everything a definition needs is here: its name, a line of help, the argument names (anything
-// else in model.args is rejected by `braid check`), and build(), which reads the arguments with defaults
-// and draws the parameters from model.init_seed so that every trainer builds the same module.
-#include "examples/custom_model/my_model.h"
-
+// A model of one's own as a braid plugin: two Linear layers with a tanh between them and a learned output
+// scale, registered as "my_net". Everything a definition needs is here: its name, a line of help, the
+// argument names (anything else in model.args is rejected by `braid check`), and build(), which reads the
+// arguments with defaults and draws the parameters from model.init_seed so that every trainer builds the
+// same module. BRAID_PLUGIN defines the entry points the stock `braid` looks for (docs/PLUGINS.md):
+//
+//   model: {plugin: build/libmy_net.so, kind: my_net, args: {in: 16, width: 32, out: 4}, init_seed: 7}
 #include <memory>
 #include <utility>
 
 #include "autograd/ops/elementwise.h"
 #include "nn/linear.h"
 #include "nn/module.h"
-#include "runtime/models/model_registry.h"
+#include "runtime/plugin/plugin.h"
 #include "tensor/factory.h"
 #include "tensor/random.h"
 
@@ -38,9 +39,7 @@ class MyNet : public nn::Module {
   Tensor scale_;
 };
 
-}  // namespace
-
-void register_my_model() {
+runtime::ModelDefinition my_net() {
   runtime::ModelDefinition d;
   d.name = "my_net";
   d.help = "Linear-tanh-Linear times a learned scale; args in, width (default 32), out";
@@ -53,7 +52,11 @@ void register_my_model() {
     Generator gen(b.init_seed);
     return std::make_shared<MyNet>(in, width, out, gen);
   };
-  runtime::register_model(std::move(d));
+  return d;
 }
 
+}  // namespace
+
 }  // namespace my_project
+
+BRAID_PLUGIN("my_net", "1.0") { registrar.add_model(my_project::my_net()); }
