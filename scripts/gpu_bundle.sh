@@ -9,8 +9,9 @@
 # BRAID_BUNDLE_EXTRA adds more programs of the build directory (paths relative to it).
 #
 # What goes in:
-#   bin/   the programs, debug info stripped (symbols kept for backtraces; over 8 MiB: gzip-compressed);
-#   lib/   every library `ldd` lists for them (libc and the dynamic loader ld-linux-x86-64.so.2 included:
+#   bin/   the programs, debug info stripped (symbols kept for backtraces; over 1 MiB: gzip-compressed);
+#   lib/   every library `ldd` lists for them, braid's own (libbraid_*.so) with their debug info stripped
+#          (libc and the dynamic loader ld-linux-x86-64.so.2 included:
 #          the programs need this system's glibc), except the NVIDIA driver's own libraries (libcuda,
 #          libnvidia-*), which must come from the GPU machine because they match its kernel module, and
 #          cuBLAS (too large), which run.sh finds there (MACHINE_LIBS);
@@ -154,9 +155,15 @@ print(f"  {path.rsplit('/', 1)[-1]}: kept {kept / 2**20:.1f} MiB of GPU code for
       f"zeroed {zeroed / 2**20:.1f} MiB")
 PY
 }
+# braid's own libraries carry their debug info (RelWithDebInfo): none of it is needed to run the tests.
+for f in "$out"/lib/libbraid_*; do
+  strip --strip-debug "$f"
+done
+# Over 8 MiB: debug info stripped and foreign GPU code zeroed; over 1 MiB (the dynamic loader never is):
+# compressed, which keeps the bundle under the device tool's 64 MiB now that braid is shared libraries.
 for f in "$out"/lib/* "$out"/bin/*; do
-  [[ $(stat -c %s "$f") -gt $((8 << 20)) ]] || continue
-  if [[ $f == "$out"/lib/* ]]; then
+  [[ $(stat -c %s "$f") -gt $((1 << 20)) ]] || continue
+  if [[ $f == "$out"/lib/* && $(stat -c %s "$f") -gt $((8 << 20)) ]]; then
     strip --strip-debug "$f"
     prune_fatbins "$f"
   fi
