@@ -1,8 +1,8 @@
 // NumPy data (data.kind: npy; runtime/data/npy_file.h, npy_dataset.h): every dtype and format version read
 // back from files written here by hand, the header's spellings, every malformed file with the words of its
-// message, the dataset's classes, regression targets, scaling and errors, the job keys, the shards of
-// DistributedSampler over an npy dataset, the committed digits files against their CSV, and a 2 GiB sparse
-// file iterated with a bounded resident set.
+// message, the dataset's classes, regression targets, scaling and errors, and the shards of
+// DistributedSampler over an npy dataset. The job keys, the committed digits files and the 2 GiB file:
+// data_npy_files_test.cc.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -31,6 +31,7 @@
 #include "tensor/factory.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/error_of.h"
+#include "tests/unit/runtime/npy_test_util.h"
 
 namespace braid::runtime {
 namespace {
@@ -40,53 +41,7 @@ using data::NpyDataset;
 using data::NpyFile;
 using testing::TempDir;
 using testing::error_of;
-using Indices = std::vector<int64_t>;
-
-// --- A tiny .npy writer, after numpy/lib/format.py.
-
-// The preamble and the header as np.save writes them: the dict, spaces up to a multiple of 64 bytes in all,
-// then '\n'. `major` picks the length field: a u16 for 1, a u32 for 2 and 3.
-std::string npy_header(const std::string& dict, int major = 1) {
-  const size_t preamble = major == 1 ? 10 : 12;
-  std::string header = dict;
-  header.append((64 - (preamble + header.size() + 1) % 64) % 64, ' ');
-  header += '\n';
-  std::string out = "\x93NUMPY";
-  out += static_cast<char>(major);
-  out += '\0';
-  const size_t len = header.size();
-  for (size_t i = 0; i < (major == 1 ? 2u : 4u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xff);
-  return out + header;
-}
-
-std::string dict(const std::string& descr, const std::string& shape, bool fortran = false) {
-  return "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape +
-         ", }";
-}
-
-template <class T>
-std::string raw(const std::vector<T>& values) {
-  std::string out(values.size() * sizeof(T), '\0');
-  if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
-  return out;
-}
-
-std::string write_npy(const TempDir& dir, const std::string& name, const std::string& descr, const std::string& shape,
-                      const std::string& bytes, int major = 1, bool fortran = false) {
-  return dir.write(name, npy_header(dict(descr, shape, fortran), major) + bytes);
-}
-
-std::string open_error(const std::string& path) {
-  return error_of([&] { NpyFile f(path); });
-}
-
-std::vector<float> features_of(const Dataset& d, const Indices& rows) { return to_vector<float>(d.gather(rows).inputs[0]); }
-
-Indices all_rows(const Dataset& d) {
-  Indices all(static_cast<size_t>(d.size()));
-  std::iota(all.begin(), all.end(), int64_t{0});
-  return all;
-}
+using namespace npy_test;
 
 TEST_CASE("npy: every supported dtype reads back, converted to float32 features", "[runtime][data][npy]") {
   TempDir dir("npy_dtypes");
@@ -409,199 +364,6 @@ TEST_CASE("npy dataset: DistributedSampler's shards on 2 and 3 trainers, drop_la
   CHECK(shards(2, true, true) == Shards{{5, 6, 0}, {1, 2, 4}});
   CHECK(shards(3, true, false) == Shards{{5, 2, 3}, {1, 0, 5}, {6, 4, 1}});
   CHECK(shards(3, true, true) == Shards{{5, 2}, {1, 0}, {6, 4}});
-}
-
-// --- Job files.
-
-const char* kMinimal = "roles: {trainers: 2}\nmodel: {kind: mlp}\n";
-
-std::string job_error(const std::string& yaml, const std::string& base) {
-  return error_of([&] { parse_job_text(std::string(kMinimal) + yaml, "job.yaml", base); });
-}
-
-TEST_CASE("npy job keys: files relative to the job, both test files or neither, kind-specific", "[runtime][job][npy]") {
-  TempDir dir("npy_job");
-  std::filesystem::create_directories(dir.path() / "data");
-  for (const char* name : {"data/x.npy", "data/y.npy", "data/tx.npy", "data/ty.npy"}) {
-    write_npy(dir, name, "<i8", "(1,)", raw<int64_t>({0}));
-  }
-  const std::string base = dir.path().string();
-  const JobSpec job = parse_job_text(std::string(kMinimal) +
-                                         "data: {kind: npy, inputs: data/x.npy, targets: data/y.npy, test_inputs: "
-                                         "data/tx.npy, test_targets: data/ty.npy, feature_scale: 0.5, drop_last: true, "
-                                         "partition: contiguous, shuffle: false}\n",
-                                     "job.yaml", base);
-  CHECK(job.data.kind == DataKind::Npy);
-  CHECK(job.data.inputs == dir.file("data/x.npy"));
-  CHECK(job.data.targets == dir.file("data/y.npy"));
-  CHECK(job.data.test_inputs == dir.file("data/tx.npy"));
-  CHECK(job.data.test_targets == dir.file("data/ty.npy"));
-  CHECK(job.data.feature_scale == 0.5);
-  CHECK(job.data.drop_last);
-  CHECK(job.data.partition == Partition::Contiguous);
-  CHECK_FALSE(job.data.shuffle);
-  CHECK(to_string(DataKind::Npy) == "npy");
-
-  // to_json (braid check --print) has every key, and an override re-parses it.
-  const nlohmann::json j = to_json(job);
-  CHECK(j["data"]["kind"] == "npy");
-  CHECK(j["data"]["inputs"] == dir.file("data/x.npy"));
-  CHECK(j["data"]["test_targets"] == dir.file("data/ty.npy"));
-  JobSpec changed = job;
-  apply_override(changed, "data.test_inputs=" + dir.file("data/x.npy"));
-  CHECK(changed.data.test_inputs == dir.file("data/x.npy"));
-  CHECK(to_json(changed)["data"]["inputs"] == j["data"]["inputs"]);
-  // The other kinds print the npy keys empty, and take them back.
-  const JobSpec synthetic = parse_job_text(kMinimal, "job.yaml", base);
-  CHECK(to_json(synthetic)["data"]["inputs"] == "");
-  JobSpec round = synthetic;
-  apply_override(round, "data.seed=3");
-  CHECK(round.data.seed == 3);
-
-  CHECK_THAT(job_error("data: {kind: npy, targets: data/y.npy}\n", base),
-             Contains("job.yaml:3: data.inputs: required for npy data"));
-  CHECK_THAT(job_error("data: {kind: npy, inputs: data/x.npy}\n", base), Contains("data.targets: required for npy data"));
-  CHECK_THAT(job_error("data: {kind: npy, inputs: data/x.npy, targets: data/y.npy, test_inputs: data/tx.npy}\n", base),
-             Contains("data.test_targets: required with data.test_inputs"));
-  CHECK_THAT(job_error("data: {kind: npy, inputs: data/x.npy, targets: data/y.npy, test_targets: data/ty.npy}\n", base),
-             Contains("data.test_inputs: required with data.test_targets"));
-  CHECK_THAT(job_error("data: {kind: npy, inputs: data/nope.npy, targets: data/y.npy}\n", base),
-             Contains("data.inputs: no such file: " + dir.file("data/nope.npy")));
-  CHECK_THAT(job_error("data: {kind: csv, path: data/x.npy, inputs: data/x.npy}\n", base),
-             Contains("data.inputs: only for npy data (data.kind is 'csv')"));
-  CHECK_THAT(job_error("data: {test_targets: data/y.npy}\n", base),
-             Contains("data.test_targets: only for npy data (data.kind is 'synthetic')"));
-  CHECK_THAT(job_error("data: {kind: npy, inputs: data/x.npy, targets: data/y.npy, path: data/x.npy}\n", base),
-             Contains("data.path: only for csv and binary data (data.kind is 'npy')"));
-  CHECK_THAT(job_error("data: {kind: npy, inputs: data/x.npy, targets: data/y.npy, feature_columns: [0]}\n", base),
-             Contains("data.feature_columns: not for npy data"));
-  CHECK_THAT(job_error("data: {kind: npy, input: data/x.npy, targets: data/y.npy}\n", base),
-             Contains("data.input: unknown key; did you mean 'inputs'?"));
-  JobSpec bad = job;
-  CHECK_THAT(error_of([&] { apply_override(bad, "data.kind=csv"); }),
-             Contains("data.inputs: only for npy data (data.kind is 'csv')"));
-}
-
-// --- The committed example data.
-
-const std::filesystem::path kExampleData =
-    std::filesystem::path(__FILE__).parent_path() / "../../../examples/data";
-
-TEST_CASE("npy: the committed digits .npy files hold exactly the CSV files' data", "[runtime][data][npy]") {
-  for (const std::string split : {"train", "test"}) {
-    CAPTURE(split);
-    DataSpec csv;
-    csv.kind = DataKind::Csv;
-    csv.path = (kExampleData / ("digits_" + split + ".csv")).string();
-    csv.header = true;
-    csv.feature_scale = 0.0625;
-    DataSpec npy;
-    npy.kind = DataKind::Npy;
-    npy.inputs = (kExampleData / ("digits_" + split + "_inputs.npy")).string();
-    npy.targets = (kExampleData / ("digits_" + split + "_targets.npy")).string();
-    npy.feature_scale = 0.0625;
-    const auto a = make_dataset(csv, Split::Train);
-    const auto b = make_dataset(npy, Split::Train);
-    CHECK(NpyFile(npy.inputs).descr() == "|u1");
-    CHECK(NpyFile(npy.targets).descr() == "<i8");
-    REQUIRE(b->size() == a->size());
-    CHECK(b->size() == (split == "train" ? 1442 : 355));
-    CHECK(b->num_features() == 64);
-    CHECK(b->num_classes() == 10);
-    const Batch x = a->gather(all_rows(*a));
-    const Batch y = b->gather(all_rows(*b));
-    CHECK(to_vector<float>(x.inputs[0]) == to_vector<float>(y.inputs[0]));  // bit for bit
-    CHECK(to_vector<int64_t>(x.target) == to_vector<int64_t>(y.target));
-  }
-}
-
-// --- Resident memory over a file larger than the budget.
-
-// A field of /proc/self/status in KiB ("VmRSS", "VmHWM"); -1 where there is none.
-int64_t status_kib(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
-  }
-  return -1;
-}
-
-TEST_CASE("npy dataset: iterating a 2 GiB file keeps the resident set bounded", "[runtime][data][npy][memory]") {
-  // A 2 GiB float32 file (512 Ki rows of 1024 features) that is all hole: the header is written and the
-  // file extended with ftruncate, so nothing goes to disk. Reading it faults in zero pages from the page
-  // cache, exactly as a real file's would come (without the I/O).
-  TempDir dir("npy_memory");
-  struct statfs fs {};
-  if (::statfs(dir.path().c_str(), &fs) == 0 && fs.f_type == 0x01021994 /* TMPFS_MAGIC */) {
-    // On tmpfs a hole that is read through a mapping becomes real memory for the file's life: 2 GiB.
-    WARN("skipped: the temp directory " << dir.path() << " is tmpfs; set TMPDIR to a disk-backed directory");
-    return;
-  }
-  constexpr int64_t kRows = 512 * 1024;
-  constexpr int64_t kFeatures = 1024;
-  const std::string inputs = dir.file("x.npy");
-  const std::string header = npy_header(dict("<f4", "(" + std::to_string(kRows) + ", " + std::to_string(kFeatures) + ")"));
-  {
-    std::ofstream(inputs, std::ios::binary) << header;
-  }
-  const auto file_size = static_cast<int64_t>(header.size()) + kRows * kFeatures * 4;
-  REQUIRE(::truncate(inputs.c_str(), file_size) == 0);
-  const std::string targets = dir.file("y.npy");
-  {
-    std::ofstream(targets, std::ios::binary) << npy_header(dict("<f4", "(" + std::to_string(kRows) + ",)"));
-  }
-  REQUIRE(::truncate(targets.c_str(), static_cast<off_t>(std::filesystem::file_size(targets)) + kRows * 4) == 0);
-
-  DataSpec spec;
-  spec.kind = DataKind::Npy;
-  spec.inputs = inputs;
-  spec.targets = targets;
-  spec.shuffle = false;
-  const auto dataset = make_dataset(spec, Split::Train);
-  REQUIRE(dataset->size() == kRows);
-  DistributedSampler sampler(dataset->size(), 1, 0, spec, 0);
-
-  // Peak RSS from here on: writing "5" to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
-  bool hwm_reset = false;
-  if (const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC); fd >= 0) {
-    hwm_reset = ::write(fd, "5", 1) == 1;
-    ::close(fd);
-  }
-  const int64_t rss_before = status_kib("VmRSS");
-  int64_t rss_max = rss_before;
-  int64_t rows_seen = 0;
-  double checksum = 0;
-  const auto start = std::chrono::steady_clock::now();
-  const int batch_size = 1024;
-  for (int64_t b = 0; b < sampler.num_batches(batch_size); ++b) {
-    const Batch batch = dataset->gather(sampler.batch_indices(b, batch_size));
-    rows_seen += batch.size();
-    const float* f = batch.inputs[0].data<float>();
-    checksum += f[0] + f[batch.inputs[0].numel() - 1];
-    rss_max = std::max(rss_max, status_kib("VmRSS"));
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const int64_t hwm = status_kib("VmHWM");
-  const int64_t rss_after = status_kib("VmRSS");
-  const auto* npy = dynamic_cast<const NpyDataset*>(dataset.get());
-  REQUIRE(npy != nullptr);
-
-  std::ostringstream report;
-  report << "npy memory: file " << file_size << " bytes (" << (file_size >> 20) << " MiB), " << rows_seen
-         << " rows in " << sampler.num_batches(batch_size) << " batches of " << batch_size << " in " << seconds
-         << " s; VmRSS before " << rss_before / 1024 << " MiB, max sampled " << rss_max / 1024 << " MiB, after "
-         << rss_after / 1024 << " MiB; VmHWM " << hwm / 1024 << " MiB" << (hwm_reset ? " (reset before the loop)" : " (not reset: clear_refs refused)")
-         << "; " << npy->page_releases() << " page releases";
-  std::cout << report.str() << std::endl;
-
-  CHECK(rows_seen == kRows);
-  CHECK(checksum == 0);  // a hole reads as zeros
-  CHECK(npy->page_releases() >= 16);
-  // A memory bound, not a timing: the resident growth stays far below the 2 GiB the pass touched.
-  constexpr int64_t kBoundKib = 256 * 1024;
-  REQUIRE(rss_max - rss_before < kBoundKib);
-  if (hwm_reset) REQUIRE(hwm - rss_before < kBoundKib);
 }
 
 }  // namespace
