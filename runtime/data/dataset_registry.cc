@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "base/check.h"
@@ -49,6 +50,11 @@ void register_dataset(DatasetDefinition definition, std::string origin) {
 }
 
 const DatasetDefinition* find_dataset(const std::string& name) { return datasets().definition(name); }
+
+bool data_kind_taken(const std::string& name) {
+  const auto& b = builtin_kinds();
+  return std::find(b.begin(), b.end(), name) != b.end() || datasets().find(name) != nullptr;
+}
 
 std::string dataset_origin(const std::string& name) { return datasets().origin(name); }
 

@@ -38,6 +38,7 @@ struct DatasetDefinition {
 // Adds a kind; `origin` is the plugin's path. InvalidArgument for a taken name or a built-in kind's name.
 void register_dataset(DatasetDefinition definition, std::string origin = {});
 const DatasetDefinition* find_dataset(const std::string& name);  // nullptr when unknown
+bool data_kind_taken(const std::string& name);  // a built-in kind's name, or a registered one
 std::string dataset_origin(const std::string& name);
 // Every kind a job can name: the built-ins, then the plugins' (marked with their library).
 std::string describe_dataset_kinds();

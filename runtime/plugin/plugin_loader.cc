@@ -71,7 +71,7 @@ LoadedPlugin commit(plugin::Registrar& r, const plugin::PluginInfo& info) {
     BRAID_CHECK_ARG(d.compute != nullptr, "plugin {}: loss '{}' has no compute function", path, d.name);
   }
   for (const auto& d : r.datasets()) {
-    check_name("data kind", d.name, find_dataset(d.name) != nullptr);
+    check_name("data kind", d.name, data_kind_taken(d.name));
     BRAID_CHECK_ARG(d.make != nullptr, "plugin {}: data kind '{}' has no make function", path, d.name);
   }
   for (const auto& d : r.comm_hooks()) {
@@ -80,8 +80,7 @@ LoadedPlugin commit(plugin::Registrar& r, const plugin::PluginInfo& info) {
   }
 
   LoadedPlugin out{path, info.name != nullptr ? info.name : "", info.version != nullptr ? info.version : "", {}, {}, {}, {}};
-  // The built-in data-kind names are refused inside register_dataset; its check is the one left that can
-  // throw here, so data kinds go first.
+  // Every name was checked above: nothing below throws, so the plugin is registered whole.
   for (auto& d : r.datasets()) {
     out.datasets.push_back(d.name);
     register_dataset(std::move(d), path);

@@ -166,6 +166,10 @@ TEST_CASE("plugins: every way a library is refused", "[plugin]") {
           "plugin " + canonical(BRAID_TEST_PLUGIN_clash) +
               ": registers model 'mlp', but braid already has one by that name (built in)");
     CHECK(find_loss("clash_loss") == nullptr);
+    CHECK(error_of([] { load_plugin(BRAID_TEST_PLUGIN_clash_data); }) ==
+          "plugin " + canonical(BRAID_TEST_PLUGIN_clash_data) +
+              ": registers data kind 'npy', but braid already has one by that name (built in)");
+    CHECK(find_model("clash_data_net") == nullptr);
   }
   // None of the refused libraries is listed as loaded.
   for (const LoadedPlugin& p : loaded_plugins()) {
