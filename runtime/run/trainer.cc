@@ -16,10 +16,10 @@
 #include "runtime/models/comm_hook_registry.h"
 #include "runtime/models/loss.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/run/initial_weights.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/roles.h"
-#include "runtime/run/initial_weights.h"
 #include "runtime/run/train_options.h"
 
 namespace braid::runtime {
