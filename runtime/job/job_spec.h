@@ -7,7 +7,7 @@
 //   plugins: [libmy_losses.so]        # shared libraries that register models, losses, data kinds, comm hooks
 //   model: {kind: hybrid, args: {...}}                        # or {kind: sequential, layers: [...]}
 //                                     # + plugin: libmy_net.so, init_from: weights.safetensors, strict: true
-//   loss: weighted_sum                # cross_entropy | mse | weighted_sum (sum(output * target), seed 000),
+//   loss: weighted_sum                # cross_entropy | mse | weighted_sum (sum(output * target), taken literally),
 //                                     # or a loss a plugin registers
 //   data: {kind: seed000, partition: contiguous, uneven: false}
 //   optimizer: {kind: sgd, lr: 0.05}
