@@ -6,7 +6,7 @@
 #include <exception>
 #include <string>
 
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "tensor/factory.h"
 
 int run(int argc, char** argv) {

@@ -3,7 +3,7 @@
 // so on an NCCL group they go to the parameters' GPU; the CPU engines take CPU tensors.
 #pragma once
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "tensor/tensor.h"
 
 namespace braid::parallel {

@@ -15,7 +15,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
-#include "collectives/backends/backends.h"
+#include "collectives/registry/engine_factory.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "runtime/bench_stats.h"
 #include "runtime/collectives_bench_check.h"

@@ -1,5 +1,5 @@
 // Raw Gloo reference of `braid bench collectives` (see collectives_bench_raw.h): gloo's own algorithms on
-// one gloo context that this file connects itself, so nothing of braid's ProcessGroupGloo (lanes,
+// one gloo context that this file connects itself, so nothing of braid's gloo engine (lanes,
 // queue, staging, braid's reduce functions or ring) is on the path. Only the store adapter and the
 // process-wide TCP device are braid's, as in the engine: they serve connecting, not the ops. Built when
 // Gloo is (BRAID_HAVE_GLOO).

@@ -13,8 +13,8 @@
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
 #include "base/check.h"
-#include "collectives/backends/backends.h"
-#include "collectives/queued_process_group.h"
+#include "collectives/registry/engine_factory.h"
+#include "collectives/queue/engine_process_group.h"
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/linear.h"
@@ -195,8 +195,8 @@ class Bench {
 
  private:
   uint64_t shared_allreduces() const {
-    const auto* q = dynamic_cast<const collectives::QueuedProcessGroup*>(group_.get());
-    return q != nullptr ? q->shared_allreduces() : 0;
+    const auto* g = dynamic_cast<const collectives::EngineProcessGroup*>(group_.get());
+    return g != nullptr ? g->engine_count("shm", "pool_allreduce") : 0;
   }
 
   void step(nn::Module& model, nn::optim::SGD& opt, Phases* phases, Clock::time_point* backward_start) {

@@ -10,7 +10,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops/nn_ops.h"
 #include "base/check.h"
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "nn/container.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"

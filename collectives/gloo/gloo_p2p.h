@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "base/deadline.h"
-#include "collectives/work.h"
+#include "collectives/core/work.h"
 #include "tensor/tensor.h"
 
 namespace gloo {

@@ -4,13 +4,13 @@
 // MIN/MAX, and SUM/PRODUCT of floating dtypes, are gloo's own templates (gloo/math.h). Integer SUM and
 // PRODUCT are defined here so that they wrap (two's complement, as torch's) without the undefined
 // behaviour of signed overflow in gloo's templates, and so are the bitwise ops, which gloo lacks.
-// float16/bfloat16 are not reduced here: the base reduces them in float32 (gloo::float16 rounds after
+// float16/bfloat16 are not reduced here: the group reduces them in float32 (gloo::float16 rounds after
 // every addition, so its result would depend on the order of the ring).
 #pragma once
 
 #include <cstddef>
 
-#include "collectives/queued_process_group.h"
+#include "collectives/queue/engine_process_group.h"
 #include "tensor/dtype.h"
 
 namespace braid::collectives::gloo {

@@ -14,7 +14,7 @@
 //
 // A one-step broadcast (the root sending to every rank at once) was measured against gloo's binomial tree
 // on 3 and 4 ranks from 4 KiB to 16 MiB and was no faster anywhere, so a broadcast across hosts stays
-// gloo's; on one host it goes through shared memory (collectives/shared_broadcast.h).
+// gloo's; on one host it goes through shared memory (collectives/shm/broadcast.h).
 #pragma once
 
 #include <gloo/context.h>
@@ -34,7 +34,7 @@ void one_step_allgather(const std::shared_ptr<::gloo::Context>& context, const v
                         size_t block_bytes, uint32_t tag, const Deadline& deadline);
 
 // Block q of input (send_counts[q] elements at element offset send_offsets[q]) goes to rank q, whose block
-// for this rank lands at recv_offsets[q] (recv_counts[q] elements): the base's vectors, not copies. Empty
+// for this rank lands at recv_offsets[q] (recv_counts[q] elements): the group's vectors, not copies. Empty
 // blocks are skipped: a peer expects from this rank exactly what this rank sends it. Throws gloo's
 // exceptions; the caller maps them.
 struct AlltoallBlocks {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "base/deadline.h"
-#include "collectives/work.h"
+#include "collectives/core/work.h"
 
 namespace braid::collectives::mpi {
 

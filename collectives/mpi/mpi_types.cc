@@ -36,7 +36,7 @@ MPI_Datatype mpi_reduce_type(DType dtype) {
     case DType::BFloat16:
       break;
   }
-  BRAID_THROW(InternalError, "mpi: no MPI reduction type for {}; the base should have converted it",
+  BRAID_THROW(InternalError, "mpi: no MPI reduction type for {}; the group should have converted it",
               dtype_name(dtype));
 }
 

@@ -1,7 +1,7 @@
 // How braid's dtypes and reduce ops map onto MPI's.
 //
 // Reductions run natively on uint8, int8, int32, int64, float32 and float64. bool, float16 and bfloat16
-// are converted by the base before a reducing primitive runs (bool -> uint8 with logical ops, half types
+// are converted by the group before a reducing primitive runs (bool -> uint8 with logical ops, half types
 // -> float32), because MPI has no standard half-precision type and Open MPI's reductions on MPI_C_BOOL
 // exclude the bitwise ops.
 // Ops that only move data (broadcast, gather, scatter, allgather, alltoall) move any dtype as an unsigned
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "collectives/queued_process_group.h"
+#include "collectives/queue/engine_process_group.h"
 #include "tensor/dtype.h"
 
 namespace braid::collectives::mpi {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "collectives/nccl/nccl_watchdog.h"
-#include "collectives/work.h"
+#include "collectives/core/work.h"
 #include "store/store.h"
 
 namespace braid::collectives::nccl {

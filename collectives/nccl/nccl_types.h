@@ -6,12 +6,12 @@
 #include <string>
 #include <string_view>
 
-#include "collectives/queued_process_group.h"
+#include "collectives/queue/engine_process_group.h"
 #include "tensor/dtype.h"
 
 namespace braid::collectives::nccl {
 
-// int8/uint8/int32/int64/float16/bfloat16/float32/float64 map one to one; bool moves as uint8 (the base
+// int8/uint8/int32/int64/float16/bfloat16/float32/float64 map one to one; bool moves as uint8 (the group
 // already turns bool into uint8 before any primitive, this is only a safety net).
 ncclDataType_t to_nccl(DType dtype);
 

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "nn/module.h"
 #include "parallel/ddp/comm_hook.h"
 #include "parallel/ddp/delayed_allreduce.h"

@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "parallel/ddp/comm_hook.h"
 
 namespace braid::parallel {

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "tensor/tensor.h"
 
 namespace braid::parallel {

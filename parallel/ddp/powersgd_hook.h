@@ -53,7 +53,7 @@
 #include <memory>
 #include <mutex>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "parallel/ddp/comm_hook.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"

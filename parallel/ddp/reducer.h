@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "parallel/ddp/comm_hook.h"
 #include "tensor/tensor.h"
 

@@ -9,7 +9,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "base/error.h"
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "parallel/control_device.h"
 #include "parallel/fsdp/fsdp_unit.h"
 #include "parallel/fsdp/unit_registry.h"

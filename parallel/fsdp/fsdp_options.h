@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "tensor/dtype.h"
 
 namespace braid::parallel::fsdp {

@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "nn/module.h"
 #include "parallel/fsdp/fsdp_options.h"
 #include "parallel/fsdp/shard_layout.h"

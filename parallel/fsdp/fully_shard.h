@@ -19,7 +19,7 @@
 #include <set>
 #include <string>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "nn/module.h"
 #include "parallel/fsdp/fsdp_options.h"
 #include "parallel/fsdp/fsdp_unit.h"

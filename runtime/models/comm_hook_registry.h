@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "parallel/ddp/comm_hook.h"
 #include "runtime/job/job_spec.h"
 

@@ -6,7 +6,7 @@
 
 #include "base/env.h"
 #include "base/logging.h"
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
 #include "runtime/network_env.h"

@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/launch_env.h"
 #include "runtime/run/roles.h"

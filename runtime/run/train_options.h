@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "dist_autograd/local_optimizer.h"
 #include "nn/module.h"
 #include "nn/optim/optimizer.h"

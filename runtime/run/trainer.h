@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "dist_autograd/dist_optimizer.h"
 #include "dist_autograd/remote_module.h"
 #include "nn/module.h"

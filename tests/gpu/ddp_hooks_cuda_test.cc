@@ -28,7 +28,7 @@
 #include "tensor/factory.h"
 #include "tensor/random.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "tests/unit/collectives_backends/fake_engine.h"
+#include "tests/unit/collectives_registry/fake_engine.h"
 
 namespace braid {
 namespace {
@@ -91,8 +91,8 @@ TEST_CASE("ddp: built-in comm hooks on CUDA buckets compute what they compute on
     gpu_ddp.register_comm_hook(c.make(gpu_options.process_group));
 
     parallel::DDPOptions cpu_options;
-    cpu_options.process_group = std::make_shared<collectives::testing::FakeEngine>(
-        0, 1, "ddp-hooks-cpu-" + c.name, std::make_shared<store::HashStore>());
+    cpu_options.process_group =
+        collectives::testing::fake_group(0, 1, "ddp-hooks-cpu-" + c.name, std::make_shared<store::HashStore>());
     parallel::DistributedDataParallel cpu_ddp(cpu_model, cpu_options);
     cpu_ddp.register_comm_hook(c.make(cpu_options.process_group));
 

@@ -11,7 +11,7 @@
 #include "tensor/cuda/device_api.h"
 
 #if BRAID_HAVE_NCCL
-#include "collectives/nccl/process_group_nccl.h"
+#include "collectives/nccl/nccl_engine.h"
 #include "store/hash_store.h"
 #endif
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/nccl/process_group_nccl.h"
+#include "collectives/nccl/nccl_engine.h"
 #include "store/hash_store.h"
 #include "tensor/compare.h"
 #include "tensor/cuda/device_api.h"

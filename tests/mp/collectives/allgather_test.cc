@@ -94,9 +94,9 @@ TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: rank-major concatenation alo
 
 TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: blocks on both sides of the engines' algorithm switch, in place too",
                  "[allgather]") {
-  // gloo gathers blocks of up to 512 KiB in one step and larger ones in its ring (process_group_gloo.cc);
+  // gloo gathers blocks of up to 512 KiB in one step and larger ones in its ring (collectives/gloo/gloo_engine.cc);
   // mpi stages outputs of up to 1 MiB and, on more than 2 ranks, leaves larger ones to MPI_Iallgather
-  // rather than its direct exchange (process_group_mpi.cc). These sizes run each path, and an input that
+  // rather than its direct exchange (collectives/mpi/direct_exchange.cc). These sizes run each path, and an input that
   // is this rank's own block of the output.
   auto pg = shared_group();
   const int ws = size();

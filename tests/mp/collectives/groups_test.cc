@@ -1,4 +1,4 @@
-// The group registry across ranks (collectives/backends/world.h): sequence numbers (SPEC B.10),
+// The group registry across ranks (collectives/registry/group_registry.h): sequence numbers (SPEC B.10),
 // new_group membership, non-member warnings and local synchronization (B.8), one-rank groups on every
 // rank, new_subgroups, round-robin groups (B.9), broadcast_coalesced, the store barrier's timeout, and
 // destroy + init again on the same store. Each case initializes the registry on the fixture's private
@@ -13,10 +13,10 @@
 #include <sstream>
 
 #include "base/logging.h"
-#include "collectives/backends/coalesced.h"
-#include "collectives/backends/non_member.h"
-#include "collectives/backends/round_robin.h"
-#include "collectives/backends/world.h"
+#include "collectives/registry/coalesced.h"
+#include "collectives/registry/non_member.h"
+#include "collectives/registry/round_robin.h"
+#include "collectives/registry/group_registry.h"
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;

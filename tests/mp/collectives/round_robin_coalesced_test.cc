@@ -2,8 +2,8 @@
 // broadcast_coalesced (SPEC B.5 CommTest._test_broadcast_coalesced: the seed's 30 tensors, 256-byte
 // buckets) over plain groups of the backend under test. groups_test.cc covers the same APIs through the
 // group registry (create/destroy without leaked threads, every bucket size).
-#include "collectives/backends/coalesced.h"
-#include "collectives/backends/round_robin.h"
+#include "collectives/registry/coalesced.h"
+#include "collectives/registry/round_robin.h"
 #include "tensor/ops/shape_ops.h"
 #include "tests/mp/support/mp_test.h"
 

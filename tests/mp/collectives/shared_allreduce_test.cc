@@ -1,6 +1,6 @@
 // Allreduce through the group's shared-memory pool (ProcessGroup::empty_shared, collectives/
 // shared_allreduce.h): results equal the engine's for every size around the per-rank shares, the path is
-// really taken (QueuedProcessGroup::shared_allreduces), and every rank falls back to the engine together
+// really taken (the shared-memory engine's counters), and every rank falls back to the engine together
 // when any rank's buffer is not in its pool, is of a dtype or op the shared path does not reduce, or is
 // below the minimum size. The timeout case is in timeout_test.cc.
 #include "tests/mp/support/mp_test.h"
@@ -49,7 +49,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory allreduce: SUM and AVG over the pool 
                  "[allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(shared_at_any_size());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   // 1 and 15 elements: one rank owns everything; 16 * size + 3: a short last share; 100003: many blocks.
   for (DType dt : {DType::Float32, DType::Float64}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16} * size() + 3, int64_t{100003}}) {
@@ -92,7 +92,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory allreduce: every rank falls back to t
                  "[allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(shared_at_any_size());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   const int64_t n = 4099;
 
   SECTION("one rank's buffer is ordinary memory") {
@@ -129,6 +129,6 @@ TEST_CASE_METHOD(MpFixture, "shared-memory allreduce: every rank falls back to t
     TensorList xs{x};
     finish(pg2->allreduce(xs));
     CHECK(equals_sum(xs[0], size()));
-    CHECK(queued(pg2).shared_allreduces() == 0);
+    CHECK(shm_counts(pg2).shared_allreduces() == 0);
   }
 }

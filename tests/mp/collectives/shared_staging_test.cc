@@ -1,10 +1,9 @@
-// Broadcast and allreduce through the shared-memory staging (collectives/shared_staging.h,
-// shared_broadcast.h, staged_allreduce.h): exact results for sizes around the staging chunk (every root;
-// float32 and float64, SUM and AVG), the path really taken (QueuedProcessGroup::shared_broadcasts,
-// staged_allreduces) on every engine that allows it (the groups here stage every size), many ops in
+// Broadcast and allreduce through the shared-memory engine's staging area (collectives/shm/staging_area.h,
+// broadcast.h, allreduce.h): exact results for sizes around the staging chunk (every root; float32 and
+// float64, SUM and AVG), the path really taken (the engine's counters, ShmCounts) on every engine that allows it (the groups here stage every size), many ops in
 // flight on every lane mixed with the engine's, the engine taking over above the maximum and for what the
 // staging does not reduce, and size mismatches named. The timeout cases are in timeout_test.cc.
-#include "collectives/shared_staging.h"
+#include "collectives/shm/staging_area.h"
 #include "tests/mp/support/mp_test.h"
 #include "tests/mp/support/staging_groups.h"
 
@@ -14,7 +13,7 @@ using Catch::Contains;
 
 namespace {
 
-constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes);
+constexpr int64_t kChunk = static_cast<int64_t>(collectives::shm::kStagingChunkBytes);
 
 
 }  // namespace
@@ -23,7 +22,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory broadcast: sizes around the staging c
                  "[broadcast][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   for (int64_t bytes : {int64_t{1}, int64_t{4096}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 12}) {
     for (int root = 0; root < size(); ++root) {
       INFO(bytes << " bytes from root " << root);
@@ -56,7 +55,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory staging: many ops in flight on every 
   // Up to 64 KiB through shared memory; the 256 KiB broadcasts and the int64 allreduces go to the engine
   // on the same lanes, in between.
   auto pg = make_group(staging_options(8, 64 * 1024));
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   constexpr int kOps = 96;
   std::vector<TensorList> broadcasts, sums, int_sums;
   std::vector<std::shared_ptr<Work>> works;
@@ -98,8 +97,8 @@ TEST_CASE_METHOD(MpFixture, "shared-memory staging: the engine's above the maxim
     TensorList ys{full({1025}, 1.0)};
     finish(pg->allreduce(ys));
     CHECK_THAT(ys[0], Equals(full({1025}, static_cast<double>(size()))));
-    CHECK(queued(pg).shared_broadcasts() == 0);
-    CHECK(queued(pg).staged_allreduces() == 0);
+    CHECK(shm_counts(pg).shared_broadcasts() == 0);
+    CHECK(shm_counts(pg).staged_allreduces() == 0);
   }
 }
 
@@ -124,9 +123,9 @@ TEST_CASE_METHOD(MpFixture, "staged allreduce: sizes around the staging chunk, f
                  "[allreduce][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   for (DType dt : {DType::Float32, DType::Float64}) {
-    const auto per_chunk = static_cast<int64_t>(collectives::kStagingChunkBytes / element_size(dt));
+    const auto per_chunk = static_cast<int64_t>(collectives::shm::kStagingChunkBytes / element_size(dt));
     for (int64_t n : {int64_t{1}, int64_t{15}, per_chunk - 1, per_chunk, per_chunk + 1, 3 * per_chunk + 5}) {
       for (auto kind : {collectives::ReduceOp::SUM, collectives::ReduceOp::AVG}) {
         INFO(dtype_name(dt) << " x " << n << (kind == collectives::ReduceOp::SUM ? " SUM" : " AVG"));

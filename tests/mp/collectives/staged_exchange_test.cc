@@ -1,8 +1,8 @@
-// Allgather, alltoall, reduce_scatter and barrier through the shared-memory staging (collectives/
-// staged_allgather.h, staged_alltoall.h, staged_reduce_scatter.h, staged_barrier.h): exact results for
+// Allgather, alltoall, reduce_scatter and barrier through the shared-memory engine's staging area
+// (collectives/shm/allgather.h, alltoall.h, reduce_scatter.h, barrier.h): exact results for
 // sizes around the staging chunk and the slots, in place, uneven and empty pieces, lists of float tensors;
-// a barrier that holds every rank until the last arrives; the path really taken (QueuedProcessGroup::
-// staged_allgathers, staged_alltoalls, staged_reduce_scatters, staged_barriers) on every engine that
+// a barrier that holds every rank until the last arrives; the path really taken (the shared-memory
+// engine's counters, ShmCounts in tests/mp/support/staging_groups.h) on every engine that
 // allows it (the groups here stage every size, on gloo and on mpi);
 // the engine for every rank when any rank's input is above the maximum, without a wait on the rank that
 // knows it; many ops in flight on every lane;
@@ -12,8 +12,8 @@
 #include <numeric>
 #include <thread>
 
-#include "collectives/shared_staging.h"
-#include "collectives/staged_alltoall.h"
+#include "collectives/shm/staging_area.h"
+#include "collectives/shm/alltoall.h"
 #include "tensor/ops/shape_ops.h"
 #include "tests/mp/support/mp_test.h"
 #include "tests/mp/support/staging_groups.h"
@@ -24,7 +24,7 @@ using Catch::Contains;
 
 namespace {
 
-constexpr int64_t kChunk = static_cast<int64_t>(collectives::kStagingChunkBytes);
+constexpr int64_t kChunk = static_cast<int64_t>(collectives::shm::kStagingChunkBytes);
 
 // Who owns rank `from`'s piece for rank `to` in an alltoall (a message owner for pattern()).
 int piece_owner(int from, int to) { return from * 64 + to; }
@@ -104,7 +104,7 @@ TEST_CASE_METHOD(MpFixture, "staged allgather: sizes around the staging chunk, i
                  "[allgather][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   for (int64_t bytes : {int64_t{1}, int64_t{4096}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 12}) {
     for (bool in_place : {false, true}) {
       INFO(bytes << " bytes" << (in_place ? ", in place" : ""));
@@ -133,8 +133,8 @@ TEST_CASE_METHOD(MpFixture, "staged allgather: sizes around the staging chunk, i
 TEST_CASE_METHOD(MpFixture, "staged alltoall: pieces around the slot, equal splits", "[alltoall][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
-  const int64_t slot = collectives::staged_alltoall_slot_bytes(size());
+  const auto q = shm_counts(pg);
+  const int64_t slot = collectives::shm::staged_alltoall_slot_bytes(size());
   for (int64_t piece : {int64_t{1}, int64_t{4096}, slot - 1, slot, slot + 1, 3 * slot + 5}) {
     INFO(piece << " bytes per piece (slot " << slot << ")");
     const auto bytes = [piece](int, int) { return piece; };
@@ -151,8 +151,8 @@ TEST_CASE_METHOD(MpFixture, "staged alltoall: uneven and empty pieces, lists of 
                  "[alltoall][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
-  const int64_t slot = collectives::staged_alltoall_slot_bytes(size());
+  const auto q = shm_counts(pg);
+  const int64_t slot = collectives::shm::staged_alltoall_slot_bytes(size());
   // Zero, a few bytes, a piece over a slot and one over two: the op runs as many chunks as the largest
   // piece of any rank needs, also on the ranks whose own pieces are small or empty.
   const std::function<int64_t(int, int)> uneven = [slot](int from, int to) {
@@ -187,7 +187,7 @@ TEST_CASE_METHOD(MpFixture, "staged reduce_scatter: sizes around the slot, float
                  "[reduce_scatter][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   const int64_t slot = kChunk / size() / 64 * 64;
   for (DType dt : {DType::Float32, DType::Float64}) {
     const auto per_slot = slot / static_cast<int64_t>(element_size(dt));
@@ -228,7 +228,7 @@ TEST_CASE_METHOD(MpFixture, "staged reduce_scatter: sizes around the slot, float
 TEST_CASE_METHOD(MpFixture, "staged barrier: every rank waits for the last to arrive", "[barrier][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options());
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   finish(pg->barrier());  // sets the staging up and lines the ranks up
   const int late = size() - 1;
   const auto t0 = std::chrono::steady_clock::now();
@@ -246,7 +246,7 @@ TEST_CASE_METHOD(MpFixture,
                  "[allgather][alltoall][shared]") {
   if (!supports_cpu() || size() < 2) return;
   auto pg = make_group(staging_options(2, 4096));
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   // Only rank 0's input is above 4096 bytes: the ranks learn it from each other's sizes and all leave the
   // op to the engine.
   const std::function<int64_t(int, int)> rank0_large = [](int from, int) { return from == 0 ? int64_t{3000} : 10; };
@@ -271,7 +271,7 @@ TEST_CASE_METHOD(MpFixture, "staged alltoall: a rank whose input is above the ma
   if (!supports_cpu() || size() < 2) return;
   // The staging on its own (no engine): rank 0's input is above the maximum, so it knows the op goes to
   // the engine and only publishes its sizes; the others, late, learn it from them.
-  auto staging = collectives::SharedStaging::create(*store(), "verdict/", rank(), size(), 1, Millis(60'000));
+  auto staging = collectives::shm::StagingArea::create(*store(), "verdict/", rank(), size(), 1, Millis(60'000));
   REQUIRE(staging != nullptr);
   collectives::OpContext ctx;
   ctx.what = "staged alltoall test";
@@ -287,8 +287,8 @@ TEST_CASE_METHOD(MpFixture, "staged alltoall: a rank whose input is above the ma
     std::exclusive_scan(in_splits.begin(), in_splits.end(), in_at.begin(), int64_t{0});
     std::exclusive_scan(out_splits.begin(), out_splits.end(), out_at.begin(), int64_t{0});
     out = zeros({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})}, DType::UInt8);
-    const collectives::AlltoallPieces pieces{in_splits, in_at, out_splits, out_at, 1};
-    return collectives::staged_alltoall(*staging, in, out, pieces, kMax, ctx);
+    const collectives::shm::AlltoallPieces pieces{in_splits, in_at, out_splits, out_at, 1};
+    return collectives::shm::staged_alltoall(*staging, in, out, pieces, kMax, ctx);
   };
   const std::function<int64_t(int, int)> rank0_large = [](int from, int) { return from == 0 ? kMax : int64_t{10}; };
   sync("verdict-start");
@@ -313,7 +313,7 @@ TEST_CASE_METHOD(MpFixture,
   // staged ops must still not overwrite a block that a slower rank reads.
   constexpr int64_t kMax = 1 << 20;
   auto pg = make_group(staging_options(8, kMax));
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   constexpr int kOps = 48;
   std::vector<Tensor> gathered(kOps), exchanged(kOps);
   std::vector<TensorList> broadcasts;
@@ -341,7 +341,7 @@ TEST_CASE_METHOD(MpFixture,
     staged_scatters += n * 8 * size() <= kMax;
     // Pieces within one slot, pieces over two (in range on any rank count), and every fourth alltoall's
     // inputs over the maximum.
-    pieces.emplace_back([i, slot = collectives::staged_alltoall_slot_bytes(size())](int from, int to) {
+    pieces.emplace_back([i, slot = collectives::shm::staged_alltoall_slot_bytes(size())](int from, int to) {
       const int64_t small = (i * 211 + from * 37 + to * 101) % 9000;
       return i % 4 == 3 ? kMax / 2 + small : i % 4 == 1 ? 2 * slot + small : small;
     });

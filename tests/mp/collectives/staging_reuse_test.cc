@@ -1,5 +1,5 @@
 // The staging's blocks are not written again while a slower rank still has to read them (collectives/
-// shared_staging.h: a rank writes chunk g + 2 into its block only once every rank is done with chunk g).
+// collectives/shm/staging_area.h: a rank writes chunk g + 2 into its block only once every rank is done with chunk g).
 //
 // Between two staged exchanges (allreduce, allgather, reduce_scatter, alltoall) the rule is implied: a rank
 // reaches chunk g + 2 only after every rank's data of chunk g + 1 is in, and a rank publishes that only
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "collectives/shared_staging.h"
+#include "collectives/shm/staging_area.h"
 #include "tensor/ops/shape_ops.h"
 #include "tests/mp/support/mp_test.h"
 #include "tests/mp/support/staging_groups.h"
@@ -107,7 +107,7 @@ TEST_CASE_METHOD(MpFixture, "shared-memory staging: no op writes over a broadcas
   if (!supports_cpu() || size() < 2) return;
   // One lane, so that the broadcasts and the op take turns on the same two blocks.
   auto pg = make_group(staging_options(/*threads=*/1));
-  auto& q = queued(pg);
+  const auto q = shm_counts(pg);
   const int late = size() - 1;
   for (Kind kind : {Kind::Broadcast, Kind::Allreduce, Kind::Allgather, Kind::ReduceScatter, Kind::Alltoall}) {
     INFO("two broadcasts from rank 0, then a staged " << name_of(kind) << ", rank " << late << " late by "

@@ -12,7 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "dist_autograd/context.h"
 #include "dist_autograd/hosted_module.h"
 #include "dist_autograd/remote_module.h"

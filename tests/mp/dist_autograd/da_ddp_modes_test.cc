@@ -6,7 +6,7 @@
 // values; with uneven inputs under join, the last micro-batch's DDP gradients are the table's.
 #include <catch2/catch.hpp>
 
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
 #include "tests/mp/dist_autograd/da_ddp_trainer.h"

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 
 namespace braid::mp {
 

@@ -17,7 +17,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/variable.h"
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "nn/optim/sgd.h"
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/fsdp/unit_registry.h"
@@ -99,7 +99,7 @@ void check_moe_parity(MpFixture& f, const fsdp::FSDPOptions& options, int delay_
   Reference reference(ws);
 
   auto model = std::make_shared<MixtureOfExperts>(r, delay_before_free_ms);
-  // Every rank creates its own one-rank group (no other rank takes part: see collectives/backends/world.h).
+  // Every rank creates its own one-rank group (no other rank takes part: see collectives/registry/group_registry.h).
   auto expert_group = coll::new_group({r});
   auto expert_unit = fsdp::fully_shard(*model->expert, expert_group, options);
   fsdp::fully_shard(*model->shared, group, options);

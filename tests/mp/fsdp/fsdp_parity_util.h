@@ -15,7 +15,7 @@
 #include "tensor/random.h"
 #include "tests/mp/support/mp_test.h"
 
-#include "collectives/process_group.h"
+#include "collectives/core/process_group.h"
 #include "nn/module.h"
 #include "parallel/fsdp/fsdp_unit.h"
 #include "parallel/fsdp/unit_registry.h"

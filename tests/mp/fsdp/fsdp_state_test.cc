@@ -8,7 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"

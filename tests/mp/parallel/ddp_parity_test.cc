@@ -7,7 +7,7 @@
 #include "autograd/ops/reduce.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/variable.h"
-#include "collectives/queued_process_group.h"
+#include "collectives/queue/engine_process_group.h"
 #include "nn/embedding.h"
 #include "parallel/ddp/ddp.h"
 #include "tensor/compare.h"
@@ -87,7 +87,7 @@ TEST_CASE_METHOD(MpFixture, "ddp: CPU buckets are reduced through the group's sh
   GroupOptions go;
   go.shared_memory_min_bytes = 0;
   auto pg = make_group(go);
-  auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
+  auto* q = dynamic_cast<collectives::EngineProcessGroup*>(pg.get());
   REQUIRE(q != nullptr);
   DDPOptions o;
   o.process_group = pg;
@@ -96,7 +96,7 @@ TEST_CASE_METHOD(MpFixture, "ddp: CPU buckets are reduced through the group's sh
     o.gradient_as_bucket_view = true;
     check_parity(*this, o, 3);
   }
-  CHECK(q->shared_allreduces() == 3);
+  CHECK(q->engine_count("shm", "pool_allreduce") == 3);
 }
 
 TEST_CASE_METHOD(MpFixture, "ddp: gradients written back without the view are the caller's to keep", "[ddp]") {

@@ -3,7 +3,7 @@
 // their CPU-side groups on gloo.
 #pragma once
 
-#include "collectives/backends/world.h"
+#include "collectives/registry/group_registry.h"
 #include "tests/mp/support/mp_fixture.h"
 
 namespace braid::mp {

@@ -9,7 +9,7 @@
 //     which over ~90 cases would dominate the run). When a test case fails on any rank, every rank drops
 //     it at the end of the case and the next case gets a fresh one, so a failure cannot leave later cases
 //     on a group whose ranks are out of step;
-//   * make_group(options): a new process group of its own, created through collectives/backends/
+//   * make_group(options): a new process group of its own, created through collectives/registry/
 //     backends.h like the shared one, so the same test runs on every engine. Each group gets its own
 //     prefix of store() and a unique name. Timeouts are short (60 s by default) so that a rank that falls
 //     out of step fails the test instead of hanging the run;
@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/backends/backends.h"
-#include "collectives/process_group.h"
+#include "collectives/registry/engine_factory.h"
+#include "collectives/core/process_group.h"
 #include "store/store.h"
 #include "tensor/tensor.h"
 #include "tests/mp/support/mp_world.h"

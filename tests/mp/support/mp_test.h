@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/options.h"
-#include "collectives/process_group.h"
-#include "collectives/reduce_op.h"
-#include "collectives/work.h"
+#include "collectives/core/options.h"
+#include "collectives/core/process_group.h"
+#include "collectives/core/reduce_op.h"
+#include "collectives/core/work.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/tensor.h"

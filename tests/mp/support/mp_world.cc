@@ -11,7 +11,7 @@
 #include "base/deadline.h"
 #include "base/env.h"
 #include "base/logging.h"
-#include "collectives/backends/backends.h"
+#include "collectives/registry/engine_factory.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "store/hash_store.h"
 #include "store/rendezvous.h"

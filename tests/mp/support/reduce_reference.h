@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/reduce_op.h"
+#include "collectives/core/reduce_op.h"
 #include "tensor/tensor.h"
 
 namespace braid::mp {

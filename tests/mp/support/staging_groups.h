@@ -1,4 +1,4 @@
-// What the tests of the shared-memory staging share (collectives/shared_staging.h and the staged ops):
+// What the tests of the shared-memory staging share (collectives/shm/staging_area.h and the staged ops):
 // the options of groups whose collectives go through it at every size, whatever the engine; the group
 // whose counters tell which path an op took; byte messages that tell their owner.
 #pragma once
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "collectives/queued_process_group.h"
+#include "collectives/queue/engine_process_group.h"
 #include "tensor/factory.h"
 #include "tests/mp/support/mp_fixture.h"
 
@@ -21,10 +21,27 @@ inline GroupOptions staging_options(int threads = 2, int64_t max_bytes = int64_t
   return go;
 }
 
-inline collectives::QueuedProcessGroup& queued(const std::shared_ptr<ProcessGroup>& pg) {
-  auto* q = dynamic_cast<collectives::QueuedProcessGroup*>(pg.get());
-  REQUIRE(q != nullptr);
-  return *q;
+// How many ops of each kind this rank ran through the shared-memory engine (its counters()).
+class ShmCounts {
+ public:
+  explicit ShmCounts(const collectives::EngineProcessGroup& group) : group_(group) {}
+  uint64_t shared_allreduces() const { return count("pool_allreduce"); }
+  uint64_t shared_broadcasts() const { return count("broadcast"); }
+  uint64_t staged_allreduces() const { return count("allreduce"); }
+  uint64_t staged_allgathers() const { return count("allgather"); }
+  uint64_t staged_alltoalls() const { return count("alltoall"); }
+  uint64_t staged_reduce_scatters() const { return count("reduce_scatter"); }
+  uint64_t staged_barriers() const { return count("barrier"); }
+
+ private:
+  uint64_t count(const char* path) const { return group_.engine_count("shm", path); }
+  const collectives::EngineProcessGroup& group_;
+};
+
+inline ShmCounts shm_counts(const std::shared_ptr<ProcessGroup>& pg) {
+  const auto* g = dynamic_cast<const collectives::EngineProcessGroup*>(pg.get());
+  REQUIRE(g != nullptr);
+  return ShmCounts(*g);
 }
 
 // Byte i of the message of `owner` (any small integer naming who sent it).

@@ -1,7 +1,7 @@
 // The argument checks every backend runs before communicating (SPEC B.4 substrings).
 #include <catch2/catch.hpp>
 
-#include "collectives/checks.h"
+#include "collectives/core/checks.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
 

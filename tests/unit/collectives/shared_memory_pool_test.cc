@@ -1,4 +1,4 @@
-// SharedMemoryPool on its own, one rank over a HashStore: blocks are carved, reused by size, bounded by
+// MemoryPool on its own, one rank over a HashStore: blocks are carved, reused by size, bounded by
 // the reserve, found by offset_of; the segment name is gone from /dev/shm once the pool is set up; and the
 // control slots start cleared; and a wait on a peer whose process exited ends at once (two processes, a
 // fork). The multi-rank protocols are in tests/mp/collectives/shared_allreduce_test.cc and
@@ -13,19 +13,20 @@
 #include <string>
 
 #include "base/error.h"
-#include "collectives/shared_memory_pool.h"
-#include "collectives/shared_wait.h"
+#include "collectives/shm/memory_pool.h"
+#include "collectives/shm/peer_wait.h"
 #include "store/file_store.h"
 #include "store/hash_store.h"
 
 using namespace braid;
 using namespace braid::collectives;
+using namespace braid::collectives::shm;
 
 namespace {
 
-std::shared_ptr<SharedMemoryPool> one_rank_pool(size_t reserve) {
+std::shared_ptr<MemoryPool> one_rank_pool(size_t reserve) {
   store::HashStore store;
-  auto pool = SharedMemoryPool::create(store, "pool-test/", 0, 1, reserve, Millis(5000));
+  auto pool = MemoryPool::create(store, "pool-test/", 0, 1, reserve, Millis(5000));
   REQUIRE(pool != nullptr);
   return pool;
 }
@@ -75,7 +76,7 @@ TEST_CASE("shared-memory pool: blocks are carved, reused by size and bounded by 
 
 TEST_CASE("shared-memory pool: control slots start cleared", "[collectives][shm]") {
   auto pool = one_rank_pool(size_t{1} << 20);
-  for (int lane = 0; lane < SharedMemoryPool::kMaxLanes; ++lane) {
+  for (int lane = 0; lane < MemoryPool::kMaxLanes; ++lane) {
     CHECK(pool->slot(0, lane).arrived.load() == 0);
     CHECK(pool->slot(0, lane).offset == -1);
     CHECK(pool->generation(lane) == 0);
@@ -93,16 +94,16 @@ TEST_CASE("shared-memory pool: a wait on a rank whose process exited fails at on
     int code = 1;
     try {
       store::FileStore store(path, 2, Millis(10'000));
-      code = SharedMemoryPool::create(store, "exit-test/", 1, 2, size_t{1} << 20, Millis(10'000)) ? 0 : 2;
+      code = MemoryPool::create(store, "exit-test/", 1, 2, size_t{1} << 20, Millis(10'000)) ? 0 : 2;
     } catch (...) {
       code = 3;
     }
     ::_exit(code);
   }
-  std::shared_ptr<SharedMemoryPool> pool;
+  std::shared_ptr<MemoryPool> pool;
   {
     store::FileStore store(path, 2, Millis(10'000));
-    pool = SharedMemoryPool::create(store, "exit-test/", 0, 2, size_t{1} << 20, Millis(10'000));
+    pool = MemoryPool::create(store, "exit-test/", 0, 2, size_t{1} << 20, Millis(10'000));
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
