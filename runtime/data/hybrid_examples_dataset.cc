@@ -1,8 +1,9 @@
-// Seed 000's training examples (get_training_examples() in /work/shared/seeds/000_*.txt).
+// The hybrid parameter-server job's training examples (data kind "hybrid_examples"): the sixteen samples of
+// get_training_examples() in torch's ddp_under_dist_autograd_test.py.
 //
-// Sixteen samples, built by the seed's nested loops in this order: value in (-1, 1), x in (-value, value),
+// Sixteen samples, built by nested loops in this order: value in (-1, 1), x in (-value, value),
 // y in (value, -value), z in (0, 1); sample = dense (x, y), sparse index z, target value. Every sample has
-// a twin with the opposite value, so that their gradients cancel in the trainers' all-reduce. The seed
+// a twin with the opposite value, so that their gradients cancel in the trainers' all-reduce. The torch test
 // hands trainer t the t-th block of four; DistributedSampler with partition contiguous, no shuffle, four
 // trainers and batch size 4 gives exactly that.
 #include "runtime/data/tabular_dataset.h"
@@ -13,9 +14,9 @@ namespace braid::runtime::data {
 
 namespace {
 
-class Seed000Dataset final : public Dataset {
+class HybridExamplesDataset final : public Dataset {
  public:
-  Seed000Dataset() {
+  HybridExamplesDataset() {
     std::vector<float> dense;
     std::vector<int64_t> sparse;
     std::vector<float> values;
@@ -39,7 +40,7 @@ class Seed000Dataset final : public Dataset {
   int64_t size() const override { return values_.size(0); }
 
   Batch gather(const std::vector<int64_t>& indices) const override {
-    const Tensor index = checked_index_tensor(indices, size(), "seed000 data");
+    const Tensor index = checked_index_tensor(indices, size(), "hybrid_examples data");
     Batch batch;
     batch.inputs = {index_select(dense_, 0, index), index_select(sparse_, 0, index)};
     batch.target = index_select(values_, 0, index);
@@ -57,6 +58,6 @@ class Seed000Dataset final : public Dataset {
 
 }  // namespace
 
-std::unique_ptr<Dataset> make_seed000_dataset() { return std::make_unique<Seed000Dataset>(); }
+std::unique_ptr<Dataset> make_hybrid_examples_dataset() { return std::make_unique<HybridExamplesDataset>(); }
 
 }  // namespace braid::runtime::data
