@@ -1,4 +1,4 @@
-// One training step of an MLP, timed (the same as `braid bench mlp`; the work is in runtime/mlp_bench.cc):
+// One training step of an MLP, timed (the same as `braid bench mlp`; the work is in bench/mlp/mlp_bench.cc):
 // zero_grad, forward, MSE loss, backward, SGD(momentum) step.
 // The model is `layers` x (Linear(width, width) + ReLU) on a [batch, width] float32 input, built from
 // parameters and autograd::linear / relu exactly as nn::Linear computes it. bench/mlp/mlp_torch.py times
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/mlp_bench.h"
+#include "bench/mlp/mlp_bench.h"
 
 namespace {
 
@@ -62,8 +62,8 @@ Args parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  const braid::runtime::MlpBenchOptions options{args.layers, args.width, args.batch, args.steps, args.warmup,
+  const braid::bench::MlpBenchOptions options{args.layers, args.width, args.batch, args.steps, args.warmup,
                                                 args.threads};
-  std::fputs(braid::runtime::format_mlp_bench(options, braid::runtime::run_mlp_bench(options)).c_str(), stdout);
+  std::fputs(braid::bench::format_mlp_bench(options, braid::bench::run_mlp_bench(options)).c_str(), stdout);
   return 0;
 }
