@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""Reference values for seed 000's hybrid model (tests/mp/dist_autograd/da_hybrid_test.cc and
-da_ddp_modes_test.cc), computed in one process with PyTorch's local autograd.
+"""Reference values for the hybrid parameter-server model of PyTorch's ddp_under_dist_autograd_test.py
+(tests/mp/dist_autograd/da_hybrid_test.cc and da_ddp_modes_test.cc), computed in one process with
+PyTorch's local autograd.
 
 The distributed job is simulated exactly: each trainer's forward runs RemoteEM, fc1, RemoteNet and fc2
 on the same tensors the trainer would send; DDP's allreduce is the mean of the trainers' gradients over the
 initial world size (joined trainers contribute zeros). Run with a Python that has torch:
 
-    /usr/bin/python3 tests/mp/dist_autograd/seed000_reference.py
+    /usr/bin/python3 tests/mp/dist_autograd/hybrid_reference.py
 
-It prints the values the tests compare against (they are also SPEC E.5's golden values).
+It prints the values the tests compare against (they are also what PyTorch 1.13's
+DdpUnderDistAutogradTest computes with gloo, and hybrid_reference.txt holds them).
 """
 import torch
 
 NUM_TRAINERS = 4
 
 
-def seed_linear(d_in, d_out):
+def get_linear(d_in, d_out):
     lin = torch.nn.Linear(d_in, d_out, bias=False)
     with torch.no_grad():
         lin.weight.fill_(1.0)
@@ -44,8 +46,8 @@ def trainer_grads(dense, sparse, values):
     em = torch.nn.EmbeddingBag(2, 3)
     with torch.no_grad():
         em.weight.fill_(0.5)
-    net = seed_linear(5, 3)
-    fc1, fc2 = seed_linear(2, 2), seed_linear(3, 1)
+    net = get_linear(5, 3)
+    fc1, fc2 = get_linear(2, 2), get_linear(3, 1)
     sparse_out = em(sparse, torch.arange(sparse.shape[0]))
     x = torch.cat((fc1(dense), sparse_out), 1)
     output = fc2(torch.relu(net(x)))
@@ -65,7 +67,7 @@ def main():
     print("INSIDE (fc2 averaged):", mean([g[1] for g in none]).tolist())
     print("OUTSIDE (fc1, fc2 averaged):", mean([g[0] for g in none]).tolist(), mean([g[1] for g in none]).tolist())
     # Uneven: micro-batches of 2 rows, trainers 0 and 1 keep only the first; the loss uses the whole
-    # mini-batch's values (the seed's literal semantics).
+    # mini-batch's values (the torch test's literal semantics).
     first = [trainer_grads(d[:2], s[:2], v) for d, s, v in examples]
     second = [trainer_grads(d[2:], s[2:], v) if t >= 2 else None for t, (d, s, v) in enumerate(examples)]
     print("OUTSIDE uneven, micro-batch 1 (all active):", mean([g[0] for g in first]).tolist(),
