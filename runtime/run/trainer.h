@@ -12,7 +12,7 @@
 // micro_batch is 0 — under DDP's join()), each in a distributed-autograd context of its own that is
 // released when the micro-batch is done: forward, loss, dist_autograd::backward, then the local optimizer
 // steps with this context's gradients of the local parameters and a DistributedOptimizer steps the remote
-// parts' parameters on their owners, in the order the driver hands out (remote_step_turns.h). DDP and FSDP
+// parts' parameters on their owners, which apply the trainers' steps in trainer order (step_order.h). DDP and FSDP
 // reduce inside the backward, so the context's map holds the reduced gradients (as DDP under torch's
 // distributed autograd, ddp_under_dist_autograd_test.py, has it).
 //

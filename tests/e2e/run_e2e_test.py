@@ -196,7 +196,7 @@ def case_resume(braid, mpiexec, tmp):
                 "log: {interval: 1}\nfailure: {timeout_s: 20, heartbeat_s: 1}\n")
     check_resume(braid, mpiexec, tmp, "data parallel, adam", 4, [job], 4)
     # The hybrid parameter-server model with Adam: the remote parts on the worker are updated by every
-    # trainer's DistributedOptimizer, in the order the driver hands out; the Adam state of those optimizers (on the
+    # trainer's DistributedOptimizer, in the order the worker keeps; the Adam state of those optimizers (on the
     # worker) is saved with each trainer.
     # Stopped by SIGTERM to braid launch this time (the "resume after SIGTERM").
     check_resume(braid, mpiexec, tmp, "hybrid, adam", 6,
