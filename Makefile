@@ -2,8 +2,9 @@
 # machine (install dependencies -> configure -> build -> run), so `make test` works straight after a clone.
 # The real build logic lives in CMakeLists.txt; nothing here is needed to build braid by hand.
 #
-#   make run     build, then train examples/hybrid/job.yaml (seed 000's job: 4 trainers with DDP, a parameter-
-#                server worker, a master) on 6 ranks under mpirun; prints progress and the summary
+#   make run     build, then train examples/hybrid/job.yaml (the hybrid parameter-server job: 4 trainers
+#                with DDP, a parameter-server worker, a master) on 6 ranks under mpirun; prints progress and
+#                the summary
 #   make test    build, then every CTest test: unit tests, layering checks, the cli, and the examples
 #                (each example is a CTest test labelled "example", run under mpirun)
 #   make install PREFIX=/opt/braid   build, then install braid there (relocatable; docs/INSTALL.md)

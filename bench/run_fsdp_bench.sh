@@ -9,7 +9,7 @@
 # configurations run interleaved (UNSHARDED, FULL_SHARD, DDP at 2 ranks, then at 4, then the next run) so
 # that all see the same machine load. The summary gives, per rank count, the median over the runs of each
 # configuration's step p50 and of rank 0's peak bytes of parameters + gradients + optimizer state
-# (runtime/fsdp_bench_meter.h) and of every tensor at once (the allocator's peak), FULL_SHARD's peak against
+# (bench/fsdp/fsdp_bench_meter.h) and of every tensor at once (the allocator's peak), FULL_SHARD's peak against
 # the target (unsharded / N + the largest unit; and + 2 x the largest unit), and FULL_SHARD's step time / DDP's. Each run's output is kept in <build>/fsdp-bench/*.txt.
 #
 # usage: bench/run_fsdp_bench.sh [build-dir] [runs] [extra braid bench fsdp flags...]

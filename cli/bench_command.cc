@@ -9,7 +9,7 @@ namespace braid::cli {
 
 namespace {
 
-void add_collectives_command(CLI::App& bench, runtime::CollectivesBenchOptions& o) {
+void add_collectives_command(CLI::App& bench, bench::CollectivesBenchOptions& o) {
   CLI::App* c = bench.add_subcommand(
       "collectives",
       "Time one collective at a series of message sizes through braid's process group and, on the same "
@@ -55,7 +55,7 @@ void add_collectives_command(CLI::App& bench, runtime::CollectivesBenchOptions& 
   c->add_option("-T,--timeout", o.timeout_s, "Seconds per op and for connecting")->capture_default_str()->check(CLI::PositiveNumber);
 }
 
-void add_rpc_command(CLI::App& bench, runtime::RpcBenchOptions& o) {
+void add_rpc_command(CLI::App& bench, bench::RpcBenchOptions& o) {
   CLI::App* c = bench.add_subcommand(
       "rpc",
       "Time RPC calls from worker0 to worker1: rpc_sync latency (p50/p99) of an empty call and of a 64-byte "
@@ -83,7 +83,7 @@ void add_rpc_command(CLI::App& bench, runtime::RpcBenchOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
-void add_dist_autograd_command(CLI::App& bench, runtime::DistAutogradBenchOptions& o) {
+void add_dist_autograd_command(CLI::App& bench, bench::DistAutogradBenchOptions& o) {
   CLI::App* c = bench.add_subcommand(
       "dist-autograd",
       "Time the price of a backward pass that crosses processes. worker1 owns a Linear(FEATURES, FEATURES) "
@@ -127,7 +127,7 @@ void add_dist_autograd_command(CLI::App& bench, runtime::DistAutogradBenchOption
       ->check(CLI::PositiveNumber);
 }
 
-void add_ddp_command(CLI::App& bench, runtime::DdpBenchOptions& o) {
+void add_ddp_command(CLI::App& bench, bench::DdpBenchOptions& o) {
   CLI::App* c = bench.add_subcommand(
       "ddp",
       "Time a training step (zero_grad, forward, MSE loss, backward, SGD momentum step) of LAYERS x "
@@ -161,7 +161,7 @@ void add_ddp_command(CLI::App& bench, runtime::DdpBenchOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
-void add_fsdp_command(CLI::App& bench, runtime::FsdpBenchOptions& o) {
+void add_fsdp_command(CLI::App& bench, bench::FsdpBenchOptions& o) {
   CLI::App* c = bench.add_subcommand(
       "fsdp",
       "Time one FSDP training step (forward, MSE loss, backward, SGD step) of LAYERS x Linear(WIDTH, WIDTH), "
@@ -219,11 +219,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
 
 int run_bench_command(CLI::App& bench, const BenchOptions& options) {
   if (bench.get_subcommand("mlp")->parsed()) {
-    fmt::print("{}", runtime::format_mlp_bench(options.mlp, runtime::run_mlp_bench(options.mlp)));
+    fmt::print("{}", bench::format_mlp_bench(options.mlp, bench::run_mlp_bench(options.mlp)));
     return 0;
   }
   if (bench.get_subcommand("collectives")->parsed()) {
-    const auto tables = runtime::run_collectives_bench(options.collectives, [](const std::string& text) {
+    const auto tables = bench::run_collectives_bench(options.collectives, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });
@@ -238,28 +238,28 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
     return 0;
   }
   if (bench.get_subcommand("rpc")->parsed()) {
-    runtime::run_rpc_bench(options.rpc, [](const std::string& text) {
+    bench::run_rpc_bench(options.rpc, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });
     return 0;
   }
   if (bench.get_subcommand("dist-autograd")->parsed()) {
-    runtime::run_dist_autograd_bench(options.dist_autograd, [](const std::string& text) {
+    bench::run_dist_autograd_bench(options.dist_autograd, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });
     return 0;
   }
   if (bench.get_subcommand("ddp")->parsed()) {
-    runtime::run_ddp_bench(options.ddp, [](const std::string& text) {
+    bench::run_ddp_bench(options.ddp, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });
     return 0;
   }
   if (bench.get_subcommand("fsdp")->parsed()) {
-    runtime::run_fsdp_bench(options.fsdp, [](const std::string& text) {
+    bench::run_fsdp_bench(options.fsdp, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });

@@ -10,22 +10,22 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/collectives_bench.h"
-#include "runtime/ddp_bench.h"
-#include "runtime/dist_autograd_bench.h"
-#include "runtime/fsdp_bench.h"
-#include "runtime/mlp_bench.h"
-#include "runtime/rpc_bench.h"
+#include "bench/collectives/collectives_bench.h"
+#include "bench/ddp/ddp_bench.h"
+#include "bench/dist_autograd/dist_autograd_bench.h"
+#include "bench/fsdp/fsdp_bench.h"
+#include "bench/mlp/mlp_bench.h"
+#include "bench/rpc/rpc_bench.h"
 
 namespace braid::cli {
 
 struct BenchOptions {
-  runtime::MlpBenchOptions mlp;
-  runtime::CollectivesBenchOptions collectives;
-  runtime::RpcBenchOptions rpc;
-  runtime::DistAutogradBenchOptions dist_autograd;
-  runtime::DdpBenchOptions ddp;
-  runtime::FsdpBenchOptions fsdp;
+  bench::MlpBenchOptions mlp;
+  bench::CollectivesBenchOptions collectives;
+  bench::RpcBenchOptions rpc;
+  bench::DistAutogradBenchOptions dist_autograd;
+  bench::DdpBenchOptions ddp;
+  bench::FsdpBenchOptions fsdp;
 };
 
 // Registers `bench` with its `mlp`, `collectives`, `rpc`, `dist-autograd`, `ddp` and `fsdp` subcommands on `app`.

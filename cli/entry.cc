@@ -42,7 +42,7 @@ constexpr const char* kDescription =
 constexpr const char* kFooter =
     "Examples:\n"
     "  mpirun -np 6 --oversubscribe braid run examples/hybrid/job.yaml\n"
-    "                                      train seed 000's hybrid model (4 trainers, a worker, a master)\n"
+    "                                      train the hybrid parameter-server model (4 trainers, a worker, a master)\n"
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
     "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"

@@ -124,4 +124,14 @@ void DistributedOptimizer::step(int64_t context_id) {
   wait_all(steps, owners(), fmt::format("DistributedOptimizer.step(context_id={}) failed", context_id));
 }
 
+void DistributedOptimizer::step(int64_t context_id, const StepTurn& turn) {
+  const Value encoded = encode_step_turn(turn);
+  std::vector<Future<Value>> steps;
+  steps.reserve(optimizers_.size());
+  for (const rpc::RRef& o : optimizers_) steps.push_back(call_method(o, "step_in_turn", {Value(context_id), encoded}));
+  wait_all(steps, owners(),
+           fmt::format("DistributedOptimizer.step(context_id={}, step {} micro-batch {} participant {} of {}) failed",
+                       context_id, turn.step, turn.microbatch, turn.participant, turn.num_participants));
+}
+
 }  // namespace braid::dist_autograd

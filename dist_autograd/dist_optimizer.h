@@ -24,6 +24,12 @@
 // parameters took part simply does nothing (PyTorch fails there); a context an owner does not hold
 // (unknown, or released) fails with "Could not find autograd context with id: N".
 //
+// step(context_id, turn) is the same step taken in turn, when several DistributedOptimizers (one per
+// trainer, each with its own optimizer state) step the same parameters: each owner applies the steps in the
+// order step_order.h describes (per step and micro-batch: once every participant has submitted its own, in
+// participant order), and each owner's reply, hence this call, comes once every participant of the
+// micro-batch has stepped there. The order is kept where the parameters live, with no other process asked.
+//
 // The owners' optimizers live as long as this object (their RRefs are released with it).
 // Thread-safety: step() may be called from several threads (each owner serialises its steps).
 #pragma once
@@ -32,6 +38,7 @@
 #include <vector>
 
 #include "dist_autograd/local_optimizer.h"
+#include "dist_autograd/step_order.h"
 #include "rpc/rref.h"
 
 namespace braid::dist_autograd {
@@ -44,6 +51,8 @@ class DistributedOptimizer {
   DistributedOptimizer(OptimizerOptions options, const std::vector<rpc::RRef>& params);
 
   void step(int64_t context_id);
+  // The step of participant turn.participant for (turn.step, turn.microbatch), in its turn on every owner.
+  void step(int64_t context_id, const StepTurn& turn);
 
   const OptimizerOptions& options() const { return options_; }
   // The owners, in the order their optimizers were made.

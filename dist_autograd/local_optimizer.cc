@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "dist_autograd/context.h"
+#include "dist_autograd/step_order.h"
 
 namespace braid::dist_autograd {
 
@@ -165,6 +166,16 @@ void register_local_optimizer_class(rpc::Registry& registry) {
       })
       .method("step",
               [](LocalOptimizer& o, const Args& a) { return Value(static_cast<int64_t>(o.step(a.at(0).as_int()))); })
+      .async_method("step_in_turn",
+                    [](LocalOptimizer& o, const Args& a) {
+                      const int64_t context_id = a.at(0).as_int();
+                      // The step may run after this call has returned, on another participant's call's
+                      // thread: it holds the optimizer until then.
+                      return StepOrder::instance().submit(decode_step_turn(a.at(1)), [self = o.shared_from_this(),
+                                                                                     context_id] {
+                        return Value(static_cast<int64_t>(self->step(context_id)));
+                      });
+                    })
       .method("num_params",
               [](LocalOptimizer& o, const Args&) { return Value(static_cast<int64_t>(o.optimizer().num_params())); })
       .method("state_dict",

@@ -12,6 +12,9 @@
 //                 of that distributed-autograd context, restricted to the optimizer's parameters (those
 //                 without a gradient are left alone). An unknown or released context fails with
 //                 get_gradients()'s error.
+//   "step_in_turn" (context_id, encode_step_turn(turn)) -> the same, applied in its turn among the steps of
+//                 every optimizer over the same parameters (step_order.h); an async method: the reply comes
+//                 once every participant of the turn's micro-batch has stepped, and no thread waits.
 //   "num_params"  -> the number of parameters.
 //   "state_dict"  -> the optimizer's state as a dict of tensors (OptimizerStateDict::to_flat()), for
 //                 checkpoints of the job that owns the DistributedOptimizer.
@@ -47,7 +50,7 @@ OptimizerOptions decode_optimizer_options(const rpc::Value& value);
 // The optimizer of that kind over `params` (its constructor checks the options and the parameters).
 std::unique_ptr<nn::optim::Optimizer> make_optimizer(const OptimizerOptions& options, nn::TensorList params);
 
-class LocalOptimizer {
+class LocalOptimizer : public std::enable_shared_from_this<LocalOptimizer> {
  public:
   explicit LocalOptimizer(std::unique_ptr<nn::optim::Optimizer> optimizer);
 

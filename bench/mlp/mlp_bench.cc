@@ -1,69 +1,98 @@
-// One training step of an MLP, timed (the same as `braid bench mlp`; the work is in runtime/mlp_bench.cc):
-// zero_grad, forward, MSE loss, backward, SGD(momentum) step.
-// The model is `layers` x (Linear(width, width) + ReLU) on a [batch, width] float32 input, built from
-// parameters and autograd::linear / relu exactly as nn::Linear computes it. bench/mlp/mlp_torch.py times
-// the same step in PyTorch and bench/run_mlp_bench.sh prints both side by side.
-//
-// OpenBLAS runs one thread unless --threads says otherwise (the comparison is single-threaded on both
-// sides). Each step is timed on its own after the warm-up steps; the median is the figure to quote (a
-// shared machine adds slow outliers, never fast ones). Phases are timed too, to show where a step goes.
-//
-// usage: bench_mlp [--layers 4] [--width 2048] [--batch 64] [--steps 20] [--warmup 3] [--threads 1]
-// The last line is machine-readable: "RESULT braid median_ms=... min_ms=... forward_ms=... ...".
-#include <cstdio>
-#include <cstdlib>
-#include <string>
+#include "bench/mlp/mlp_bench.h"
 
-#include "runtime/mlp_bench.h"
+#include <cblas.h>
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/linalg.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/variable.h"
+#include "base/check.h"
+#include "bench/bench_stats.h"
+#include "nn/optim/sgd.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+
+namespace braid::bench {
 namespace {
 
-struct Args {
-  int64_t layers = 4;
-  int64_t width = 2048;
-  int64_t batch = 64;
-  int steps = 20;
-  int warmup = 3;
-  int threads = 1;
-};
+using Clock = std::chrono::steady_clock;
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") {
-      std::printf("usage: %s [--layers N] [--width N] [--batch N] [--steps N] [--warmup N] [--threads N]\n", argv[0]);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s: %s needs a value\n", argv[0], flag.c_str());
-      std::exit(2);
-    }
-    const long v = std::strtol(argv[++i], nullptr, 10);
-    if (flag == "--layers") a.layers = v;
-    else if (flag == "--width") a.width = v;
-    else if (flag == "--batch") a.batch = v;
-    else if (flag == "--steps") a.steps = static_cast<int>(v);
-    else if (flag == "--warmup") a.warmup = static_cast<int>(v);
-    else if (flag == "--threads") a.threads = static_cast<int>(v);
-    else {
-      std::fprintf(stderr, "%s: unknown flag %s (see --help)\n", argv[0], flag.c_str());
-      std::exit(2);
-    }
-  }
-  if (a.layers < 1 || a.width < 1 || a.batch < 1 || a.steps < 1 || a.warmup < 0 || a.threads < 1) {
-    std::fprintf(stderr, "%s: every size and count must be positive\n", argv[0]);
-    std::exit(2);
-  }
-  return a;
+// U(-1/sqrt(in), 1/sqrt(in)), as nn::Linear initialises weight and bias.
+Tensor uniform_param(const Shape& shape, int64_t fan_in, Generator& gen) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  Tensor t = braid::sub(braid::mul(braid::rand(shape, DType::Float32, &gen), 2.0 * bound), bound);
+  autograd::set_requires_grad(t);
+  return t;
 }
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
-  const braid::runtime::MlpBenchOptions options{args.layers, args.width, args.batch, args.steps, args.warmup,
-                                                args.threads};
-  std::fputs(braid::runtime::format_mlp_bench(options, braid::runtime::run_mlp_bench(options)).c_str(), stdout);
-  return 0;
+MlpBenchResult run_mlp_bench(const MlpBenchOptions& o) {
+  BRAID_CHECK_ARG(o.layers >= 1 && o.width >= 1 && o.batch >= 1 && o.steps >= 1 && o.warmup >= 0 && o.threads >= 1,
+                  "bench mlp: every size and count must be positive (layers {}, width {}, batch {}, steps {}, "
+                  "warmup {}, threads {})", o.layers, o.width, o.batch, o.steps, o.warmup, o.threads);
+  openblas_set_num_threads(o.threads);
+
+  Generator gen(0);
+  std::vector<Tensor> weights, biases, params;
+  for (int64_t l = 0; l < o.layers; ++l) {
+    weights.push_back(uniform_param({o.width, o.width}, o.width, gen));
+    biases.push_back(uniform_param({o.width}, o.width, gen));
+    params.push_back(weights.back());
+    params.push_back(biases.back());
+  }
+  const Tensor x = braid::randn({o.batch, o.width}, DType::Float32, &gen);
+  const Tensor target = braid::randn({o.batch, o.width}, DType::Float32, &gen);
+  nn::optim::SGD opt(params, nn::optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+
+  std::vector<double> total, fwd, bwd, upd;
+  MlpBenchResult r;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    const auto t0 = Clock::now();
+    opt.zero_grad();
+    Tensor h = x;
+    for (int64_t l = 0; l < o.layers; ++l) h = autograd::relu(autograd::linear(h, weights[l], biases[l]));
+    const Tensor loss = autograd::mse_loss(h, target);
+    const auto t1 = Clock::now();
+    autograd::backward(loss);
+    const auto t2 = Clock::now();
+    opt.step();
+    const auto t3 = Clock::now();
+    r.loss = loss.item<double>();
+    if (s < o.warmup) continue;
+    total.push_back(ms(t3 - t0));
+    fwd.push_back(ms(t1 - t0));
+    bwd.push_back(ms(t2 - t1));
+    upd.push_back(ms(t3 - t2));
+  }
+  r.median_ms = median(total);
+  r.min_ms = *std::min_element(total.begin(), total.end());
+  r.max_ms = *std::max_element(total.begin(), total.end());
+  r.forward_ms = median(fwd);
+  r.backward_ms = median(bwd);
+  r.step_ms = median(upd);
+  return r;
 }
+
+std::string format_mlp_bench(const MlpBenchOptions& o, const MlpBenchResult& r) {
+  std::string out = fmt::format("braid MLP step: {} x (Linear({}, {}) + ReLU), batch {}, float32, {} OpenBLAS thread(s)\n",
+                                o.layers, o.width, o.width, o.batch, o.threads);
+  out += fmt::format("  {} steps after {} warm-up: median {:.2f} ms, min {:.2f} ms, max {:.2f} ms (loss {:.6f})\n",
+                     o.steps, o.warmup, r.median_ms, r.min_ms, r.max_ms, r.loss);
+  out += fmt::format("  phases (median): forward+loss {:.2f} ms, backward {:.2f} ms, SGD step {:.2f} ms\n",
+                     r.forward_ms, r.backward_ms, r.step_ms);
+  out += fmt::format("RESULT braid median_ms={:.3f} min_ms={:.3f} forward_ms={:.3f} backward_ms={:.3f} step_ms={:.3f}\n",
+                     r.median_ms, r.min_ms, r.forward_ms, r.backward_ms, r.step_ms);
+  return out;
+}
+
+}  // namespace braid::bench

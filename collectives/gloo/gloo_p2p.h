@@ -1,4 +1,4 @@
-// Point-to-point send/recv for ProcessGroupGloo, on a gloo context of its own.
+// Point-to-point send/recv for GlooEngine, on a gloo context of its own.
 //
 // Posting happens in the caller's thread and never blocks: the tensor is wrapped in an unbound buffer
 // and handed to gloo (send, recv from one rank, or recv from any rank but this one) on slot `tag`.

@@ -69,7 +69,7 @@ class RegisteredExchange {
 
   // Whether the exchange connected and never failed: its peers may then still be reading their last
   // exchange. gloo's registered buffers report a closed connection before data that already arrived, so
-  // the owner lets every peer finish before closing (ProcessGroupGloo's destructor, through the store).
+  // the owner lets every peer finish before closing (GlooEngine's destructor, through the store).
   bool in_use() const { return context_ != nullptr && !aborted_.load(); }
 
  private:

@@ -7,7 +7,7 @@
 //     two ranks that each post a send and then a receive to the other cannot deadlock, whatever the sizes
 //     (on one communicator both sends could wait for receives queued behind them);
 //   * messages of a channel match in posting order whatever their tags (torch's NCCL backend also ignores
-//     them); any-source receives are refused by ProcessGroupNCCL before they get here.
+//     them); any-source receives are refused by NcclEngine::check_any_source before they get here.
 //
 // post() only queues. One completion thread per group does everything that may wait: setting up channel
 // communicators (without blocking: the id is polled in the store, NCCL init is non-blocking, so a ring

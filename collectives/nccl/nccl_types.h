@@ -16,7 +16,7 @@ namespace braid::collectives::nccl {
 ncclDataType_t to_nccl(DType dtype);
 
 // SUM/PRODUCT/MIN/MAX map to ncclSum/ncclProd/ncclMin/ncclMax. NCCL has no bitwise reductions: BAND,
-// BOR and BXOR throw InvalidArgument naming `what` (ProcessGroupNCCL already rejects them at call time).
+// BOR and BXOR throw InvalidArgument naming `what` (NcclEngine::check_reduce already rejects them at call time).
 ncclRedOp_t to_nccl(EngineOp op, std::string_view what);
 
 

@@ -1,4 +1,5 @@
-// How DDP groups parameters into buckets (PyTorch's _compute_bucket_assignment_by_size, SPEC C.3).
+// How DDP groups parameters into buckets (PyTorch's _compute_bucket_assignment_by_size,
+// as torch's ComputeBucketAssignmentTest checks it).
 //
 // Walk the tensors in the given order and append each to the open bucket of its (dtype, device); a bucket
 // closes when its bytes reach its limit. Each (dtype, device) walks `limits` on its own: its first bucket

@@ -21,7 +21,8 @@ namespace braid::parallel {
 namespace {
 
 std::string normalise(std::string name) {
-  if (!name.empty() && name.front() == '.') name.erase(0, 1);  // the seed's "{module}.{param}" for root params
+  // torch's DDP names a parameter f"{module_name}.{param_name}", which starts with '.' for the root's own.
+  if (!name.empty() && name.front() == '.') name.erase(0, 1);
   return name;
 }
 
@@ -79,7 +80,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ro.reduce_dtype = options_.mixed_precision.reduce_dtype ? options_.mixed_precision.reduce_dtype
                                                           : options_.mixed_precision.param_dtype;
   // First iteration: one bucket per dtype and device unless unused parameters are searched each
-  // iteration (then the final limits at once); reversed, so that the last layers go first (SPEC C.3).
+  // iteration (then the final limits at once); reversed, so that the last layers go first (as PyTorch's
+  // Reducer does).
   std::vector<size_t> limits{std::numeric_limits<size_t>::max()};
   if (options_.find_unused_parameters && !options_.static_graph) limits = {ro.first_bucket_bytes, ro.bucket_bytes_cap};
   BucketAssignment a = compute_bucket_assignment_by_size(params_, limits, expect_sparse_);

@@ -1,5 +1,6 @@
-// DistributedDataParallel: data parallelism over a process group (torch.nn.parallel.DistributedDataParallel,
-// SPEC C.1-C.10).
+// DistributedDataParallel: data parallelism over a process group (torch.nn.parallel.DistributedDataParallel:
+// its constructor options and defaults, parameter selection, buckets, unused parameters, no_sync and buffer
+// broadcasts).
 //
 //   auto ddp = std::make_shared<DistributedDataParallel>(model, DDPOptions{.process_group = group});
 //   Tensor loss = mse_loss(ddp->forward(x), y);
@@ -60,7 +61,7 @@ struct DDPOptions {
   // the end of the pass; pick one whose gradient comes after every delayed one's (delayed_allreduce.h).
   // Undefined: at the end of the pass. Needs delay_all_reduce_named_params.
   Tensor param_to_hook_all_reduce;
-  // Mixed precision (PyTorch's _MixedPrecision, SPEC C.14). param_dtype: forward and backward run on
+  // Mixed precision (PyTorch's DDP _MixedPrecision). param_dtype: forward and backward run on
   // low-precision copies of the floating parameters (and floating inputs are cast to it), while the
   // parameters keep their full-precision values and get full-precision gradients (mixed_precision.h).
   // reduce_dtype: the buckets hold and communicate gradients in it (default: param_dtype when that is
@@ -118,7 +119,7 @@ class DistributedDataParallel : public nn::Module {
   NoSync no_sync() { return NoSync(*this); }
   bool require_backward_grad_sync() const { return require_backward_grad_sync_; }
 
-  // Uneven inputs (PyTorch's ddp.join(), SPEC C.11): create it on every rank before the training loop
+  // Uneven inputs (PyTorch's ddp.join() and its join hook): create it on every rank before the training loop
   // and let it go after. While it lives, each forward first counts the ranks still training; a rank whose
   // loop ended waits in the destructor, shadowing the others' iterations (it joins their collectives with
   // zero gradients) until every rank has ended, then all ranks take the parameters and buffers of the

@@ -1,5 +1,5 @@
-// DistributedDataParallel::Join: training on uneven inputs (SPEC C.11). The collectives of one iteration,
-// in the order every rank issues them (active ranks in forward/backward, joined ranks in the shadow):
+// DistributedDataParallel::Join: training on uneven inputs (PyTorch's ddp.join()). The collectives of one
+// iteration, in the order every rank issues them (active ranks in forward/backward, joined ranks in the shadow):
 //   1. allreduce SUM of "still training" (1 or 0): 0 means every rank has joined;
 //   2. allreduce SUM of "wants grad sync" (joined ranks 0): 0 means the whole group is in no_sync;
 //   3. when buffers are broadcast: allreduce MAX of the rank (joined: -1), then the buffer broadcast from it;

@@ -1,4 +1,5 @@
-// The Reducer: DDP's gradient synchronisation (PyTorch's C++ Reducer, SPEC C.3-C.9).
+// The Reducer: DDP's gradient synchronisation (PyTorch's C++ Reducer: buckets, the backward protocol,
+// unused parameters, ignored outputs, sparse gradients, gradient_as_bucket_view, no_sync).
 //
 // Parameters are grouped into buckets; each bucket has one flat buffer per (dtype, device). Every
 // parameter gets a post-accumulate-grad hook: when its gradient is accumulated during backward, the hook

@@ -66,7 +66,8 @@ void Reducer::finalize_backward() {
     }
     if (search_unused) {
       // A parameter used on any rank gets the averaged gradient everywhere; one unused on every rank keeps
-      // its .grad as it was (SPEC C.5). An empty local unused set still takes part: others may have some.
+      // its .grad as it was (torch's test_global_local_unused_params_grad). An empty local unused set still
+      // takes part: others may have some.
       Tensor used = from_vector(local_used, {static_cast<int64_t>(local_used.size())})
                         .to(control_device(*group_, params_.front()));
       collectives::TensorList list{used};

@@ -37,11 +37,13 @@
 //              madvise(MADV_DONTNEED), so a pass over a file larger than memory keeps the resident set
 //              near 64 MiB (the pages stay in the page cache). The targets are read whole. See
 //              runtime/data/npy_file.h and npy_dataset.h; data.feature_columns does not apply.
-//   seed000    the sixteen examples of seed 000's get_training_examples(); no test split.
+//   hybrid_examples
+//              the sixteen examples of the hybrid job (examples/hybrid): get_training_examples() of torch's
+//              ddp_under_dist_autograd_test.py; no test split.
 // data.feature_scale multiplies every feature (synthetic, csv, binary, npy), after the labels are made.
 //
 // Test splits: a file-backed kind reads data.test_path, npy data.test_inputs and data.test_targets
-// (make_dataset returns nullptr when they are empty), synthetic draws one, seed000 has none.
+// (make_dataset returns nullptr when they are empty), synthetic draws one, hybrid_examples has none.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +58,13 @@ namespace braid::runtime {
 // One batch: the model's inputs (forward_many's arguments) and the loss's target.
 //   synthetic/csv/binary/npy: inputs {features (B, F) float32}; target (B,) int64 class labels, or (B, 1)
 //                             float32 for regression (num_classes 0).
-//   seed000:              inputs {dense (B, 2) float32, sparse (B,) int64}; target (B,) float32 values.
+//   hybrid_examples:          inputs {dense (B, 2) float32, sparse (B,) int64}; target (B,) float32 values.
 struct Batch {
   std::vector<Tensor> inputs;
   Tensor target;
   int64_t size() const;  // rows
-  // Rows [begin, end) of every tensor (views): the micro-batches of seed 000's uneven mode.
+  // Rows [begin, end) of every tensor (views): the micro-batches of the hybrid job's uneven mode
+  // (data.uneven).
   Batch slice(int64_t begin, int64_t end) const;
 };
 
@@ -74,15 +77,16 @@ class Dataset {
   // The rows at `indices` (any order, repeats allowed) as one batch. InvalidArgument for an index out of
   // range, naming it and the size.
   virtual Batch gather(const std::vector<int64_t>& indices) const = 0;
-  // The number of classes (0 for regression and for seed000), and features per sample (0 for seed000).
+  // The number of classes (0 for regression and for hybrid_examples), and features per sample
+  // (0 for hybrid_examples).
   virtual int num_classes() const = 0;
   virtual int num_features() const = 0;
 };
 
 // The dataset a spec describes. Split::Test of a file-backed spec reads test_path, or test_inputs and
 // test_targets for npy (nullptr when empty); synthetic data draws a disjoint test set of num_samples/4 from
-// the same teacher; seed000 has no test split (nullptr). Throws InvalidArgument naming the file, line and
-// column for malformed data.
+// the same teacher; hybrid_examples has no test split (nullptr). Throws InvalidArgument naming the file,
+// line and column for malformed data.
 std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split);
 
 // PyTorch's DistributedSampler semantics over `size` samples for `num_replicas` trainers:

@@ -15,7 +15,7 @@ namespace {
 
 // The kinds the job parser knows itself; a plugin may not take their names.
 const std::vector<std::string>& builtin_kinds() {
-  static const std::vector<std::string> kinds = {"synthetic", "csv", "binary", "npy", "seed000"};
+  static const std::vector<std::string> kinds = {"synthetic", "csv", "binary", "npy", "hybrid_examples"};
   return kinds;
 }
 

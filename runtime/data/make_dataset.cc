@@ -45,8 +45,8 @@ std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split) {
       return load_file(spec, split);
     case DataKind::Npy:
       return load_npy(spec, split);
-    case DataKind::Seed000:
-      return split == Split::Train ? data::make_seed000_dataset() : nullptr;
+    case DataKind::HybridExamples:
+      return split == Split::Train ? data::make_hybrid_examples_dataset() : nullptr;
     case DataKind::Registered:
       return make_registered_dataset(spec, split);
   }

@@ -50,6 +50,6 @@ std::unique_ptr<Dataset> load_binary_dataset(const std::string& path, const Data
 // data.kind npy: runtime/data/npy_dataset.h.
 std::unique_ptr<Dataset> load_npy_dataset(const std::string& inputs, const std::string& targets,
                                           const DataSpec& spec);
-std::unique_ptr<Dataset> make_seed000_dataset();
+std::unique_ptr<Dataset> make_hybrid_examples_dataset();
 
 }  // namespace braid::runtime::data

@@ -131,7 +131,7 @@ std::string to_string(DataKind v) {
     case DataKind::Synthetic: return "synthetic";
     case DataKind::Csv: return "csv";
     case DataKind::Binary: return "binary";
-    case DataKind::Seed000: return "seed000";
+    case DataKind::HybridExamples: return "hybrid_examples";
     case DataKind::Npy: return "npy";
     case DataKind::Registered: return "registered";
   }

@@ -189,9 +189,9 @@ class Parser {
                                                                   {"csv", DataKind::Csv},
                                                                   {"binary", DataKind::Binary},
                                                                   {"npy", DataKind::Npy},
-                                                                  {"seed000", DataKind::Seed000}};
-      if (out.kind_name.empty()) fail(f.path("kind"), "must not be empty: synthetic, csv, binary, npy, seed000 or a "
-                                                      "plugin's data kind");
+                                                                  {"hybrid_examples", DataKind::HybridExamples}};
+      if (out.kind_name.empty()) fail(f.path("kind"), "must not be empty: synthetic, csv, binary, npy, "
+                                                      "hybrid_examples or a plugin's data kind");
       out.kind = DataKind::Registered;
       for (const auto& [name, kind] : kBuiltin) {
         if (out.kind_name == name) out.kind = kind;

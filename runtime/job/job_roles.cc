@@ -57,7 +57,8 @@ std::vector<int> rank_list(const json& value, const std::string& key) {
   return out;
 }
 
-// Counts: trainers first, then workers, then the master (seed 000's layout: trainers 0-3, worker 4, master 5).
+// Counts: trainers first, then workers, then the master (the hybrid job's layout, as in torch's
+// ddp_under_dist_autograd_test.py: trainers 0-3, worker 4, master 5).
 RolesSpec from_counts(const Fields& f) {
   int trainers = 0;
   int workers = 0;

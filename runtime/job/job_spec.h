@@ -9,7 +9,7 @@
 //                                     # + plugin: libmy_net.so, init_from: weights.safetensors, strict: true
 //   loss: weighted_sum                # cross_entropy | mse | weighted_sum (sum(output * target), taken literally),
 //                                     # or a loss a plugin registers
-//   data: {kind: seed000, partition: contiguous, uneven: false}
+//   data: {kind: hybrid_examples, partition: contiguous, uneven: false}
 //   optimizer: {kind: sgd, lr: 0.05}
 //   ddp: {mode: outside}              # none | inside | outside; comm_hook: fp16_compress (or {kind, args})
 //   train: {epochs: 1, steps: 0, batch_size: 4, seed: 0}
@@ -41,7 +41,7 @@ enum class DdpMode { None, Inside, Outside };
 enum class LossKind { CrossEntropy, Mse, WeightedSum, Registered };
 enum class OptimizerKind { None, Sgd, Adam, AdamW };
 // Registered: a data kind a plugin registers, named by DataSpec::kind_name (runtime/data/dataset_registry.h).
-enum class DataKind { Synthetic, Csv, Binary, Seed000, Npy, Registered };
+enum class DataKind { Synthetic, Csv, Binary, HybridExamples, Npy, Registered };
 // interleaved: DistributedSampler's rank::num_replicas; contiguous: trainer t takes the t-th block.
 enum class Partition { Interleaved, Contiguous };
 enum class ShardingStrategy { FullShard, ShardGradOp, NoShard, HybridShard };
@@ -105,8 +105,9 @@ struct DataSpec {
   Partition partition = Partition::Interleaved;
   bool shuffle = true;     // reshuffled every epoch from (train.seed, epoch), identically on every trainer
   bool drop_last = false;  // false: pad with repeated samples to a multiple of the trainer count
-  // seed 000's uneven inputs: each batch is split into micro-batches of `micro_batch` rows, and the first
-  // half of the trainers keep only the first half of them (DDP's join() then balances the collectives).
+  // Uneven inputs, as torch's test_backward_ddp_outside_uneven_inputs: each batch is split into
+  // micro-batches of `micro_batch` rows, and the first half of the trainers keep only the first half of them
+  // (DDP's join() then balances the collectives).
   bool uneven = false;
   int micro_batch = 0;  // 0: one micro-batch per batch
 };

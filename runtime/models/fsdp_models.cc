@@ -1,5 +1,5 @@
 // The FSDP test models (fsdp_models.h) and their registry definitions. Neither takes arguments: their
-// shapes are the seed's.
+// shapes are those of torch's common_fsdp.py.
 #include "runtime/models/fsdp_models.h"
 
 #include <cmath>
@@ -18,7 +18,7 @@ namespace braid::runtime {
 
 NestedWrappedModule::NestedWrappedModule(uint64_t seed) : nn::Module("NestedWrappedModule") {
   Generator gen(seed);
-  // Construction order fixes which draws each layer gets; it follows the seed's (inner layers first).
+  // Construction order fixes which draws each layer gets; it follows common_fsdp's (inner layers first).
   inner_first = std::make_shared<nn::Linear>(4, 16, true, &gen);
   using Modules = std::initializer_list<std::shared_ptr<nn::Module>>;
   inner = std::make_shared<nn::Sequential>(Modules{inner_first, std::make_shared<nn::Linear>(16, 16, true, &gen)});

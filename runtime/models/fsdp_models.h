@@ -1,14 +1,14 @@
-// The FSDP test models of seed 002 (common_fsdp.py), as model kinds "fsdp_nested" and "transformer" and
-// for the FSDP tests (tests/mp/fsdp) to use directly.
+// The FSDP test models of torch's torch/testing/_internal/common_fsdp.py, as model kinds "fsdp_nested" and
+// "transformer" and for the FSDP tests (tests/mp/fsdp) to use directly.
 //
 //   NestedWrappedModule          Sequential(Linear(8, 4), Sequential(Linear(4, 16), Linear(16, 16)),
 //                                Linear(16, 4), Linear(4, 8)) under the child "module"; no activations, as in
-//                                the seed. The seed wraps the inner Sequential, its first Linear and
+//                                common_fsdp. common_fsdp wraps the inner Sequential, its first Linear and
 //                                Linear(16, 4) in FSDP units of their own when asked (wrap_targets()).
 //   TransformerWithSharedParams  token embeddings (vocab 23, d_model 16) into nn::Transformer (nhead 8, 2
 //                                encoder and 2 decoder layers, dim_feedforward 8, dropout 0), then an output
-//                                projection whose weight IS the embedding table (tied), plus the seed's two
-//                                buffers. add_bn is false (BatchNorm is not in braid).
+//                                projection whose weight IS the embedding table (tied), plus common_fsdp's
+//                                two buffers. add_bn is false (BatchNorm is not in braid).
 //
 // Both draw every parameter from a generator seeded with `seed`, so equal seeds give equal modules.
 #pragma once
@@ -31,7 +31,7 @@ class NestedWrappedModule : public nn::Module {
   explicit NestedWrappedModule(uint64_t seed);
   // [N, 8] -> [N, 8].
   Tensor forward(const Tensor& x) override;
-  // The seed's _maybe_wrap targets, innermost first (bottom-up order for fully_shard).
+  // common_fsdp's _maybe_wrap targets, innermost first (bottom-up order for fully_shard).
   std::vector<nn::Module*> wrap_targets() { return {inner_first.get(), inner.get(), outer_third.get()}; }
 
   std::shared_ptr<nn::Sequential> module, inner;
@@ -63,7 +63,7 @@ class TransformerWithSharedParams : public nn::Module {
   // {src_ids [S, N], tgt_ids [T, N]} (int64, sequence first) -> {logits [T, N, vocab]}.
   nn::TensorList forward_many(const nn::TensorList& inputs) override;
 
-  // The seed's get_loss: cross entropy of every target token, summed.
+  // common_fsdp's get_loss: cross entropy of every target token, summed.
   static Tensor loss(const Tensor& logits, const Tensor& tgt_ids);
 
   std::shared_ptr<nn::Embedding> embed_tokens;

@@ -1,5 +1,5 @@
-// Seed 000's hybrid model: the two worker-side module classes, the trainer-side HybridModel and the
-// registry definition that ties them together (hybrid_model.h).
+// The hybrid parameter-server model (torch's ddp_under_dist_autograd_test.py): the two worker-side module
+// classes, the trainer-side HybridModel and the registry definition that ties them together (hybrid_model.h).
 #include "runtime/models/hybrid_model.h"
 
 #include <mutex>
@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kRemoteEmClass = "braid.RemoteEM";
 constexpr const char* kRemoteNetClass = "braid.RemoteNet";
 
-// The seed's RemoteEM: an EmbeddingBag whose forward treats each index as a bag of its own.
+// The torch test's RemoteEM: an EmbeddingBag whose forward treats each index as a bag of its own.
 class RemoteEM : public nn::Module {
  public:
   RemoteEM(int64_t num_embeddings, int64_t embedding_dim, bool sparse) : nn::Module("RemoteEM") {
@@ -43,10 +43,12 @@ class RemoteEM : public nn::Module {
   std::shared_ptr<nn::EmbeddingBag> em_;
 };
 
-// The seed's RemoteNet: relu(getLinear(d_in, d_out)(x)).
+// The torch test's RemoteNet: relu(getLinear(d_in, d_out)(x)).
 class RemoteNet : public nn::Module {
  public:
-  RemoteNet(int64_t d_in, int64_t d_out) : nn::Module("RemoteNet") { fc_ = register_module("fc", seed_linear(d_in, d_out)); }
+  RemoteNet(int64_t d_in, int64_t d_out) : nn::Module("RemoteNet") {
+    fc_ = register_module("fc", hybrid_linear(d_in, d_out));
+  }
   Tensor forward(const Tensor& x) override { return autograd::relu((*fc_)(x)); }
 
  private:
@@ -68,7 +70,7 @@ struct HybridArgs {
   bool sparse;
 };
 
-// The seed's constants are the defaults: NUM_EM_ROW 2, D_SPARSE 3, D_DENSE 2, D_HID 3, D_OUT 1.
+// The torch test's constants are the defaults: NUM_EM_ROW 2, D_SPARSE 3, D_DENSE 2, D_HID 3, D_OUT 1.
 HybridArgs read_hybrid(const ModelBuild& b) {
   HybridArgs a{detail::positive_arg(b, "num_embeddings", 2), detail::positive_arg(b, "embedding_dim", 3),
                detail::positive_arg(b, "d_dense", 2),        detail::positive_arg(b, "d_hid", 3),
@@ -116,7 +118,7 @@ void register_hybrid_module_classes() {
   });
 }
 
-std::shared_ptr<nn::Linear> seed_linear(int64_t in_features, int64_t out_features) {
+std::shared_ptr<nn::Linear> hybrid_linear(int64_t in_features, int64_t out_features) {
   auto fc = std::make_shared<nn::Linear>(in_features, out_features, /*bias=*/false);
   std::vector<float> w(static_cast<size_t>(in_features * out_features), 1.0f);
   w[0] = -1.0f;
@@ -130,8 +132,8 @@ HybridModel::HybridModel(std::shared_ptr<dist_autograd::RemoteModule> em,
                          int64_t d_out,
                          const std::function<std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>)>& wrap_inside)
     : nn::Module("HybridModel"), em_(std::move(em)), net_(std::move(net)) {
-  fc1_ = register_module("fc1", seed_linear(d_dense, d_dense));
-  fc2_ = register_module("fc2", seed_linear(d_hid, d_out));
+  fc1_ = register_module("fc1", hybrid_linear(d_dense, d_dense));
+  fc2_ = register_module("fc2", hybrid_linear(d_hid, d_out));
   fc2_runner_ = fc2_;
   if (wrap_inside) {
     fc2_runner_ = wrap_inside(fc2_);
@@ -147,7 +149,7 @@ nn::TensorList HybridModel::forward_many(const nn::TensorList& inputs) {
   BRAID_CHECK_ARG(dense_in.dim() == 2 && sparse_in.dim() == 1 && dense_in.shape()[0] == sparse_in.shape()[0],
                   "HybridModel: expected dense [B, {}] and sparse [B] with the same B, got dense {} and sparse {}",
                   fc1_->in_features(), shape_str(dense_in.shape()), shape_str(sparse_in.shape()));
-  // The remote embedding goes first, as in the seed (the order of the RPCs fixes the order of the
+  // The remote embedding goes first, as in the torch test (the order of the RPCs fixes the order of the
   // distributed backward's sends).
   const Tensor sparse = em_->forward(sparse_in);
   const Tensor dense = (*fc1_)(dense_in);
@@ -166,8 +168,9 @@ BuiltinModel hybrid_model() {
   register_hybrid_module_classes();
   ModelDefinition d;
   d.name = "hybrid";
-  d.help = "seed 000: RemoteEM and RemoteNet on a worker, fc1 and fc2 on each trainer; args num_embeddings (2), "
-           "embedding_dim (3), d_dense (2), d_hid (3), d_out (1), sparse (false), worker";
+  d.help = "the parameter-server model of torch's ddp_under_dist_autograd_test: RemoteEM and RemoteNet on a "
+           "worker, fc1 and fc2 on each trainer; args num_embeddings (2), embedding_dim (3), d_dense (2), "
+           "d_hid (3), d_out (1), sparse (false), worker";
   d.arg_names = {"num_embeddings", "embedding_dim", "d_dense", "d_hid", "d_out", "sparse", "worker"};
   d.remote_parts = hybrid_remote_parts;
   d.build = build_hybrid;

@@ -1,18 +1,20 @@
-// Seed 000's hybrid model (ddp_under_dist_autograd_test, SPEC E.3), the model kind "hybrid":
+// The hybrid parameter-server model of torch's ddp_under_dist_autograd_test.py (DdpUnderDistAutogradTest),
+// the model kind "hybrid":
 //
 //   RemoteEM(num_embeddings, embedding_dim, sparse)   on a worker: EmbeddingBag, mode mean, weight all 0.5;
 //                                                     forward(indices [B]) puts each index in its own bag
-//   RemoteNet(d_in, d_out)                            on a worker: relu(seed_linear(d_in, d_out)(x))
-//   HybridModel                                       on each trainer: fc1 = seed_linear(d_dense, d_dense),
-//                                                     fc2 = seed_linear(d_hid, d_out);
+//   RemoteNet(d_in, d_out)                            on a worker: relu(hybrid_linear(d_in, d_out)(x))
+//   HybridModel                                       on each trainer: fc1 = hybrid_linear(d_dense, d_dense),
+//                                                     fc2 = hybrid_linear(d_hid, d_out);
 //                                                     forward({dense [B, d_dense], sparse [B] int64}) =
 //                                                     fc2(net(cat(fc1(dense), em(sparse))))
-//   seed_linear(i, o)                                 a bias-free Linear, weight all ones except w[0][0] = -1
+//   hybrid_linear(i, o)                               torch's getLinear: a bias-free Linear, weight all ones
+//                                                     except w[0][0] = -1
 //
-// Parameters are fixed by the seed, so model.init_seed does not change them. The trainer's parameters are
-// named "fc1.weight" and "fc2.weight" also when ddp.mode inside wraps fc2 (the DDP wrapper runs in fc2's
+// Parameters are fixed by the torch test, so model.init_seed does not change them. The trainer's parameters
+// are named "fc1.weight" and "fc2.weight" also when ddp.mode inside wraps fc2 (the DDP wrapper runs in fc2's
 // place but is not registered as a child). The workers' modules name theirs "em.weight" (RemoteEM) and
-// "fc.weight" (RemoteNet), as the seed's attributes.
+// "fc.weight" (RemoteNet), as the torch test's attributes.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +32,8 @@ namespace braid::runtime {
 // have used the registry) before its RPC agent starts, so that the driver's RemoteModules find them.
 void register_hybrid_module_classes();
 
-// seed_linear(i, o): see above.
-std::shared_ptr<nn::Linear> seed_linear(int64_t in_features, int64_t out_features);
+// hybrid_linear(i, o): see above.
+std::shared_ptr<nn::Linear> hybrid_linear(int64_t in_features, int64_t out_features);
 
 class HybridModel : public nn::Module {
  public:

@@ -4,9 +4,10 @@
 //   cross_entropy  output [N, C] logits, target [N] integer class indices; the mean over the batch
 //   mse            output and target of the same shape (or output [N, 1] and target [N], read as [N, 1]);
 //                  the mean of the squared differences
-//   weighted_sum   sum(output * target) with PyTorch's broadcasting, exactly as seed 000 writes its loss
+//   weighted_sum   sum(output * target) with PyTorch's broadcasting, exactly as the parameter-server example
+//                  (torch's ddp_under_dist_autograd_test.py) writes its loss
 //                  `(output * mini_batch.values).sum()`: output [B, 1] times values [N] broadcasts to
-//                  [B, N], so the loss is sum(output) * sum(values) (SPEC E.3 and H.4) — kept literally
+//                  [B, N], so the loss is sum(output) * sum(values), not a per-row weighting — kept literally
 //
 // A floating target of another dtype is converted to the output's. Shape and dtype errors are
 // InvalidArgument naming the loss and both shapes ("mse: output [4, 2] and target [4, 3] ...").

@@ -8,8 +8,8 @@
 //   mlp             Linear-ReLU stacks: {in, hidden: [..], out, dropout}
 //   sequential      the job file's `model.layers`: linear, relu, tanh, gelu, sigmoid, dropout, layer_norm,
 //                   embedding, flatten
-//   hybrid          seed 000's HybridModel: RemoteEM and RemoteNet on a worker, fc1 and fc2 local;
-//                   ddp.mode inside wraps fc2
+//   hybrid          the parameter-server HybridModel of torch's ddp_under_dist_autograd_test: RemoteEM and
+//                   RemoteNet on a worker, fc1 and fc2 local; ddp.mode inside wraps fc2
 //   fsdp_nested     the FSDP tests' NestedWrappedModule, transformer: TransformerWithSharedParams
 //
 // Users add their own through a plugin (runtime/plugin/plugin.h, docs/PLUGINS.md), which the job names

@@ -15,7 +15,6 @@
 #include "runtime/run/checkpoint_dir.h"
 #include "runtime/run/grad_dump.h"
 #include "runtime/run/rank_service.h"
-#include "runtime/run/remote_step_turns.h"
 #include "runtime/run/roles.h"
 
 namespace braid::runtime {
@@ -417,7 +416,6 @@ int Driver::run() {
   int64_t done = 0;
   try {
     RankService::instance().set_status("starting", 0);
-    RemoteStepTurns::instance().configure(static_cast<int>(job_.roles.trainers.size()));
     try {
       status_server_ = std::make_unique<StatusServer>([this] { return status_snapshot(); }, job_.status_file);
     } catch (const std::exception& e) {

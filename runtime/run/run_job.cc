@@ -8,7 +8,6 @@
 #include "runtime/run/instance_registry.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
-#include "runtime/run/remote_step_turns.h"
 #include "runtime/run/signals.h"
 #include "runtime/run/trainer.h"
 
@@ -27,7 +26,6 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
                   "--resume: {} sets no checkpoint.dir (give one with --set checkpoint.dir=DIR)", job.file);
   RankService::instance().configure(job, env.rank);
   register_rank_functions();
-  register_turn_functions();
   register_instance_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });
 

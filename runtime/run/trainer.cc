@@ -19,7 +19,6 @@
 #include "runtime/run/initial_weights.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
-#include "runtime/run/roles.h"
 #include "runtime/run/train_options.h"
 
 namespace braid::runtime {
@@ -143,7 +142,8 @@ Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_
   const Batch full = train_->gather(sampler_->batch_indices(batch, job_.train.batch_size));
   // Micro-batches: rows [begin, end) of the batch.
   const int64_t rows = full.size();
-  // data.micro_batch rows each; uneven inputs without a size take seed 000's two halves.
+  // data.micro_batch rows each; uneven inputs without a size take two halves of the batch (the torch test
+  // of DDP under distributed autograd splits its uneven inputs so).
   int64_t mb = job_.data.micro_batch > 0 ? job_.data.micro_batch : std::max<int64_t>(rows, 1);
   if (job_.data.uneven && job_.data.micro_batch == 0) mb = std::max<int64_t>((rows + 1) / 2, 1);
   std::vector<std::pair<int64_t, int64_t>> ranges;
@@ -163,8 +163,8 @@ Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_
     const Batch b = full.slice(begin, end);
     dist_autograd::Context ctx;
     const Tensor output = front()(b.inputs).at(0);
-    // weighted_sum is seed 000's loss taken literally: each micro-batch's output times the whole batch's
-    // values, `(output * mini_batch.values).sum()` (runtime/models/loss.h).
+    // weighted_sum is the parameter-server job's loss taken literally: each micro-batch's output times the
+    // whole batch's values, `(output * mini_batch.values).sum()` (runtime/models/loss.h).
     const Tensor loss = compute_job_loss(job_, output, job_.loss == LossKind::WeightedSum ? full.target : b.target);
     dist_autograd::backward(ctx.id(), {loss});
     const dist_autograd::GradientMap grads = dist_autograd::get_gradients(ctx.id());
@@ -176,16 +176,15 @@ Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_
       optimizer_->step_with(pg);
     }
     if (remote_optimizer_) {
-      // The remote parts are shared by every trainer: their steps go in the order the driver hands out
-      // (remote_step_turns.h), so that runs are reproducible.
-      const bool ordered = num_trainers_ > 1;
-      const std::string driver = worker_name(driver_rank(job_));
-      if (ordered) {
-        rpc::rpc_sync(driver, "braid.turn", {Value(step), Value(mb_index), Value(index_),
-                                             Value(static_cast<int64_t>(ranges.size()))});
-      }
-      remote_optimizer_->step(ctx.id());
-      if (ordered) rpc::rpc_sync(driver, "braid.turn_done", {Value(step), Value(mb_index), Value(index_)});
+      // The remote parts are shared by every trainer: their owners apply the trainers' steps in trainer
+      // order, each once every trainer with this micro-batch has finished its backward, and answer when all
+      // have stepped, so that no next forward sees a half-updated part (dist_autograd/step_order.h). Runs are
+      // therefore reproducible.
+      remote_optimizer_->step(ctx.id(), {.step = step,
+                                         .microbatch = static_cast<int>(mb_index),
+                                         .participant = index_,
+                                         .num_participants = num_trainers_,
+                                         .num_microbatches = static_cast<int>(ranges.size())});
     }
     const double l = loss.item<double>();
     loss_sum += l * static_cast<double>(end - begin);

@@ -12,8 +12,9 @@
 // micro_batch is 0 — under DDP's join()), each in a distributed-autograd context of its own that is
 // released when the micro-batch is done: forward, loss, dist_autograd::backward, then the local optimizer
 // steps with this context's gradients of the local parameters and a DistributedOptimizer steps the remote
-// parts' parameters on their owners, in the order the driver hands out (remote_step_turns.h). DDP and FSDP
-// reduce inside the backward, so the context's map holds the reduced gradients (seed 000's semantics).
+// parts' parameters on their owners, which apply the trainers' steps in trainer order (step_order.h). DDP and FSDP
+// reduce inside the backward, so the context's map holds the reduced gradients (as DDP under torch's
+// distributed autograd, ddp_under_dist_autograd_test.py, has it).
 //
 // Constructor arguments over RPC: (trainer index, the job as JSON text, encode_parts() of the remote
 // parts). The job text must match this process's own reading of the job file (every process parses the

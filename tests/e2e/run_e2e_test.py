@@ -2,16 +2,17 @@
 """End-to-end tests of `braid run` under mpirun (docs/RUNTIME.md). Usage: run_e2e_test.py BRAID MPIEXEC CASE
 
 Cases:
-  seed000          examples/hybrid/job.yaml --steps 3 --set optimizer.kind=none reproduces seed 000's gradients
-                   (tests/mp/dist_autograd/seed000_reference.txt) exactly for ddp.mode none, inside, outside and
-                   outside with data.uneven=true; and trains for real (loss falls) with its own optimizer
+  hybrid           examples/hybrid/job.yaml --steps 3 --set optimizer.kind=none reproduces the gradients of
+                   PyTorch's ddp_under_dist_autograd_test.py (tests/mp/dist_autograd/hybrid_reference.txt)
+                   exactly for ddp.mode none, inside, outside and outside with data.uneven=true; and trains
+                   for real (loss falls) with its own optimizer
   resume           6 steps in one run == 3 steps, SIGUSR1 (checkpoint and stop), --resume to 6: the same gradients
                    for steps 4-6 and bit-identical final checkpoints
   signal           SIGTERM to one rank's process: every rank logs the stop line and exits 0, checkpoint written
   kill             kill -9 of a trainer: every process ends within failure.timeout_s, naming the rank and role
   driver_dies      kill -9 of the driver of an env:// job: the other ranks' watchdogs end them within the bound
   status           `braid status` while a job runs: ranks, roles, state and step
-  examples         seed 000 and the digits job under braid launch (stated accuracy), the digits job from .npy
+  examples         the hybrid job and the digits job under braid launch (stated accuracy), the digits job from .npy
                    files (job_npy.yaml: the CSV job's accuracies exactly), the FSDP job under mpirun,
                    then digits under mpirun and FSDP under braid launch (shorter), FSDP hybrid_shard = full_shard
   errors           a bad job file, a bad --set, the wrong process count, no launcher: clear errors, nothing runs
@@ -68,7 +69,8 @@ def read_dump(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-# Seed 000's gradients (SPEC E.5, tests/mp/dist_autograd/seed000_reference.txt): ddp.mode none, per trainer.
+# PyTorch's gradients of the hybrid job (tests/mp/dist_autograd/hybrid_reference.txt): ddp.mode none, per
+# trainer.
 NONE_FC1 = [[[-32, -16], [0, -16]], [[16, -16], [16, -16]], [[-16, 16], [-16, 16]], [[32, 16], [0, 16]]]
 NONE_FC2 = [[[-56, -28, -28]], [[0, -28, -28]], [[0, 28, 28]], [[56, 28, 28]]]
 ZERO_FC1 = [[0, 0], [0, 0]]
@@ -89,7 +91,7 @@ def expected(mode, rank, mb):
     return [[2, -2], [-2, 2]], [[7, 0, 0]]
 
 
-def case_seed000(braid, mpiexec, tmp):
+def case_hybrid(braid, mpiexec, tmp):
     for mode, sets in (("none", ["ddp.mode=none"]), ("inside", ["ddp.mode=inside"]), ("outside", ["ddp.mode=outside"]),
                        ("uneven", ["ddp.mode=outside", "data.uneven=true"])):
         dump = os.path.join(tmp, f"grads-{mode}.jsonl")
@@ -97,23 +99,23 @@ def case_seed000(braid, mpiexec, tmp):
         for s in sets:
             args += ["--set", s]
         r = run(mpirun(mpiexec, braid, 6, args))
-        expect(f"seed000 {mode}: exit 0", r.returncode == 0, r)
+        expect(f"hybrid {mode}: exit 0", r.returncode == 0, r)
         lines = read_dump(dump)
         per_step = 4 if mode != "uneven" else 6  # uneven: trainers 0, 1 one micro-batch, trainers 2, 3 two
-        expect(f"seed000 {mode}: {3 * per_step} dump lines", len(lines) == 3 * per_step, r)
+        expect(f"hybrid {mode}: {3 * per_step} dump lines", len(lines) == 3 * per_step, r)
         for line in lines:
             fc1, fc2 = expected(mode, line["rank"], line["microbatch"])
             ok = line["grads"].get("fc1.weight") == fc1 and line["grads"].get("fc2.weight") == fc2
             if not ok:
-                fail(f"seed000 {mode}: rank {line['rank']} step {line['step']} micro-batch {line['microbatch']}: "
+                fail(f"hybrid {mode}: rank {line['rank']} step {line['step']} micro-batch {line['microbatch']}: "
                      f"got {line['grads']}, expected fc1 {fc1} fc2 {fc2}")
-        expect(f"seed000 {mode}: every gradient is seed 000's", True)
+        expect(f"hybrid {mode}: every gradient is PyTorch's", True)
         if mode == "uneven":
             mbs = sorted((l["rank"], l["microbatch"]) for l in lines if l["step"] == 1)
-            expect("seed000 uneven: trainers 0, 1 one micro-batch, 2, 3 two",
+            expect("hybrid uneven: trainers 0, 1 one micro-batch, 2, 3 two",
                    mbs == [(0, 0), (1, 0), (2, 0), (2, 1), (3, 0), (3, 1)])
-    # Real training (examples/hybrid/train.yaml): seed 000's weighted_sum cancels over the trainers by the
-    # data's symmetry (its mean is 0 at every step), so that job trains on the squared error.
+    # Real training (examples/hybrid/train.yaml): the hybrid job's weighted_sum cancels over the trainers by
+    # the data's symmetry (its mean is 0 at every step), so that job trains on the squared error.
     metrics = os.path.join(tmp, "metrics.jsonl")
     train = os.path.join(ROOT, "examples", "hybrid", "train.yaml")
     r = run(mpirun(mpiexec, braid, 6, [train, "--steps", "12", "--set", f"log.metrics={metrics}"]))
@@ -193,8 +195,8 @@ def case_resume(braid, mpiexec, tmp):
                 "optimizer: {kind: adam, lr: 0.01}\ntrain: {epochs: 1, batch_size: 8}\n"
                 "log: {interval: 1}\nfailure: {timeout_s: 20, heartbeat_s: 1}\n")
     check_resume(braid, mpiexec, tmp, "data parallel, adam", 4, [job], 4)
-    # Seed 000's hybrid model with Adam: the remote parts on the worker are updated by every trainer's
-    # DistributedOptimizer, in the order the driver hands out; the Adam state of those optimizers (on the
+    # The hybrid parameter-server model with Adam: the remote parts on the worker are updated by every
+    # trainer's DistributedOptimizer, in the order the worker keeps; the Adam state of those optimizers (on the
     # worker) is saved with each trainer.
     # Stopped by SIGTERM to braid launch this time (the issue's "resume after SIGTERM").
     check_resume(braid, mpiexec, tmp, "hybrid, adam", 6,
@@ -379,13 +381,13 @@ def case_errors(braid, mpiexec, tmp):
 
 
 def case_examples(braid, mpiexec, tmp):
-    # Seed 000 under braid launch (env://, no MPI): the same gradients as under mpirun.
+    # The hybrid job under braid launch (env://, no MPI): the same gradients as under mpirun.
     dump = os.path.join(tmp, "launch-grads.jsonl")
     r = run([braid, "launch", "-n", "6", "--", braid, "run", HYBRID, "--steps", "3", "--set", "optimizer.kind=none",
              "--set", "ddp.mode=none", "--dump-grads", dump], timeout=120)
     expect("braid launch -n 6 -- braid run examples/hybrid/job.yaml: exit 0", r.returncode == 0, r)
     lines = read_dump(dump)
-    expect(f"under braid launch: seed 000's ddp.mode=none gradients ({len(lines)} lines)", len(lines) == 12 and all(
+    expect(f"under braid launch: PyTorch's ddp.mode=none gradients ({len(lines)} lines)", len(lines) == 12 and all(
         l["grads"] == {"fc1.weight": NONE_FC1[l["rank"]], "fc2.weight": NONE_FC2[l["rank"]]} for l in lines), r)
     # The digits classifier: its stated test accuracy (examples/digits/job.yaml: >= 0.95 after 20 epochs).
     metrics = os.path.join(tmp, "digits.jsonl")
@@ -444,7 +446,7 @@ def case_examples(braid, mpiexec, tmp):
 def main():
     braid, mpiexec, case = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory(prefix=f"braid-e2e-{case}-") as tmp:
-        {"seed000": case_seed000, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status, "driver_dies": case_driver_dies, "errors": case_errors, "examples": case_examples}[case](braid, mpiexec, tmp)
+        {"hybrid": case_hybrid, "resume": case_resume, "kill": case_kill, "signal": case_signal, "status": case_status, "driver_dies": case_driver_dies, "errors": case_errors, "examples": case_examples}[case](braid, mpiexec, tmp)
     print(f"PASS {case}")
 
 

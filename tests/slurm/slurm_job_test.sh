@@ -12,7 +12,8 @@
 set -uo pipefail
 
 # The job both scripts run: sbatch options; braid's arguments; regexes the job's output must contain. It is
-# the training example of seed 000's job (6 ranks: 4 trainers, a worker, a master) for a few steps.
+# the training example of the hybrid parameter-server job (6 ranks: 4 trainers, a worker, a master) for a
+# few steps.
 job_sbatch=(-n 6 --overcommit); job_braid=(run examples/hybrid/train.yaml --steps 3); job_expect=('done: 3 steps in .*final loss')
 
 readonly SKIP=77

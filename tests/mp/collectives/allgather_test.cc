@@ -1,5 +1,6 @@
-// allgather (list outputs), allgather_into_tensor and allgather_coalesced: the seed's _basics for 1-3
-// inputs per rank (SPEC B.5), non-contiguous inputs (B.6), the future values (B.2), the seed's async
+// allgather (list outputs), allgather_into_tensor and allgather_coalesced: torch's test_allgather_basics
+// for 1-3 inputs per rank, non-contiguous inputs (test_allgather_noncontiguous_input), the future values
+// (a flat list for one input, a list of lists for more, as torch's), torch's async
 // all_gather_coalesced case, every dtype and empty tensors, and blocks on both sides of gloo's switch from
 // one step to its ring.
 #include "tests/mp/support/mp_test.h"
@@ -117,7 +118,7 @@ TEST_CASE_METHOD(MpFixture, "allgather_into_tensor: blocks on both sides of the 
 TEST_CASE_METHOD(MpFixture, "allgather_coalesced: output list r holds rank r's inputs", "[allgather_coalesced]") {
   auto pg = shared_group();
   const int ws = size();
-  // The seed's async case: for i in {0, 1}, inputs 2 x [i + r]; output list r' must hold 2 x [i + r'].
+  // torch's async case (test_allgather_coalesced_async): for i in {0, 1}, inputs 2 x [i + r]; output list r' must hold 2 x [i + r'].
   std::vector<TensorList> inputs;
   std::vector<std::vector<TensorList>> outputs;
   for (int i = 0; i < 2; ++i) {

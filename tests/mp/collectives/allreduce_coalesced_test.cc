@@ -1,4 +1,4 @@
-// allreduce_coalesced: the seed's simple_coalesced_reduce_tests (SPEC B.5), the asynchronous form through
+// allreduce_coalesced: torch's simple_coalesced_reduce_tests, the asynchronous form through
 // futures (test_allreduce_coalesced_async), and a list of mixed shapes including an empty tensor.
 #include "tests/mp/support/mp_test.h"
 

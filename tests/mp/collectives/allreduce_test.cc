@@ -1,4 +1,4 @@
-// allreduce: the seed's simple_reduce_tests and simple_multi_input_reduce_tests (SPEC B.5) as formulas of
+// allreduce: torch's simple_reduce_tests and simple_multi_input_reduce_tests (test_c10d_gloo.py) as formulas of
 // rank and world size, the convenience form, and empty, non-contiguous and large inputs.
 #include "tests/mp/support/mp_test.h"
 #include "tests/mp/support/reduce_reference.h"
@@ -7,7 +7,7 @@ using namespace braid;
 using namespace braid::mp;
 using Catch::Contains;
 
-TEST_CASE_METHOD(MpFixture, "allreduce: one tensor, every op of the seed's table", "[allreduce]") {
+TEST_CASE_METHOD(MpFixture, "allreduce: one tensor, every op of simple_reduce_tests", "[allreduce]") {
   auto pg = shared_group();
   for (const SimpleReduceCase& c : simple_reduce_cases(rank(), size())) {
     INFO(fmt::format("{} of {}", c.op, to_string(c.input)));
@@ -96,7 +96,7 @@ TEST_CASE_METHOD(MpFixture, "allreduce: empty, non-contiguous and large tensors"
 }
 
 TEST_CASE_METHOD(MpFixture, "allreduce: a group over two loopback devices uses both", "[allreduce][devices]") {
-  // SPEC B.1 test_multi_device_constructor: gloo's `devices` option (other engines ignore it).
+  // torch's test_multi_device_constructor: gloo's `devices` option (other engines ignore it).
   GroupOptions go;
   go.devices = {"lo", "lo"};
   go.timeout = Millis(5000);

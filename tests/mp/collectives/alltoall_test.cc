@@ -1,5 +1,5 @@
-// alltoall_single (equal and uneven splits, SPEC B.5's [G] cases, empty blocks between some pairs) and alltoall
-// (lists).
+// alltoall_single (equal and uneven splits with the results PyTorch 1.13 gives, empty blocks between some
+// pairs) and alltoall (lists).
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;

@@ -1,4 +1,4 @@
-// broadcast: the seed's _basics (SPEC B.5) for every root and root tensor, the convenience form, every
+// broadcast: torch's test_broadcast_basics for every root and root tensor, the convenience form, every
 // dtype, empty, non-contiguous and large tensors.
 #include "tests/mp/support/mp_test.h"
 
@@ -16,7 +16,7 @@ TEST_CASE_METHOD(MpFixture, "broadcast: every root, one int64 tensor and two flo
     const TensorList out = finish(pg->broadcast(x, o));
     REQUIRE(out.size() == 1);
     CHECK_THAT(out[0], Equals(ints({i})));
-    CHECK(out[0].is_same(x[0]));  // the future holds the tensors passed in (SPEC B.2)
+    CHECK(out[0].is_same(x[0]));  // the future holds the tensors passed in, as torch's does
 
     for (int j = 0; j < 2; ++j) {
       INFO("root tensor " << j);
@@ -41,7 +41,7 @@ TEST_CASE_METHOD(MpFixture, "broadcast: default options broadcast from rank 0", 
 
 TEST_CASE_METHOD(MpFixture, "broadcast: every dtype moves exactly, bool included", "[broadcast][dtype]") {
   auto pg = shared_group();
-  // The seed's bool case: [1, 0, 0, 1] from rank 0 into zeros elsewhere.
+  // torch's _test_bool_tensors: [1, 0, 0, 1] from rank 0 into zeros elsewhere.
   Tensor b = rank() == 0 ? ints({1, 0, 0, 1}, DType::Bool) : zeros({4}, DType::Bool);
   TensorList bl{dev(b)};
   finish(pg->broadcast(bl));

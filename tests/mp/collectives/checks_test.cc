@@ -1,5 +1,5 @@
-// The seed's _checks tests (SPEC B.4) on a live group: every bad call throws InvalidArgument with the
-// seed's substring on every rank, before anything is communicated (the sequence number does not move), and
+// The _checks tests of torch's test_c10d_gloo.py on a live group: every bad call throws InvalidArgument
+// with torch's substring on every rank, before anything is communicated (the sequence number does not move), and
 // the group keeps working afterwards. Root-dependent checks follow upstream: each rank names itself root
 // (or its neighbour, for the non-root cases), so that every rank's call is invalid and none communicates.
 #include "tensor/cuda/device_api.h"
@@ -12,10 +12,10 @@ using Catch::Contains;
 
 namespace {
 
-// Tensors of the seed: t1 = zeros([1], f32), t2 = zeros([1], f64), t3 = zeros([2], f32).
-struct Seeds {
+// The tensors torch's _checks tests use: t1 = zeros([1], f32), t2 = zeros([1], f64), t3 = zeros([2], f32).
+struct CheckTensors {
   Tensor t1, t2, t3;
-  explicit Seeds(const MpFixture& f)
+  explicit CheckTensors(const MpFixture& f)
       : t1(f.dev(zeros({1}))), t2(f.dev(zeros({1}, DType::Float64))), t3(f.dev(zeros({2}))) {}
 };
 
@@ -49,7 +49,7 @@ Tensor sparse1(int64_t size) {
 
 TEST_CASE_METHOD(MpFixture, "checks: broadcast", "[checks][broadcast]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   auto bcast = [&](TensorList ts, int64_t root, int64_t root_tensor) {
     BroadcastOptions o;
     o.root_rank = root;
@@ -72,7 +72,7 @@ TEST_CASE_METHOD(MpFixture, "checks: broadcast", "[checks][broadcast]") {
 
 TEST_CASE_METHOD(MpFixture, "checks: allreduce, dense and sparse", "[checks][allreduce]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   auto allreduce = [&](TensorList ts, ReduceOp op = ReduceOp::SUM) {
     AllreduceOptions o;
     o.reduce_op = op;
@@ -95,7 +95,7 @@ TEST_CASE_METHOD(MpFixture, "checks: allreduce, dense and sparse", "[checks][all
 
 TEST_CASE_METHOD(MpFixture, "checks: allreduce_coalesced", "[checks][allreduce_coalesced]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   auto coalesced = [&](TensorList ts) { return pg->allreduce_coalesced(ts); };
   CHECK_REFUSED(*pg, coalesced({}), "requires non-empty tensor list");
   CHECK_REFUSED(*pg, coalesced({s.t1, s.t2}), "tensors must all have the same type");
@@ -112,7 +112,7 @@ TEST_CASE_METHOD(MpFixture, "checks: allreduce_coalesced", "[checks][allreduce_c
 
 TEST_CASE_METHOD(MpFixture, "checks: allgather", "[checks][allgather]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   const int ws = size();
   auto allgather = [&](std::vector<TensorList> outs, TensorList ins) { return pg->allgather(outs, ins); };
   CHECK_REFUSED(*pg, allgather({}, {}), "requires non-empty input tensor list");
@@ -157,14 +157,14 @@ TEST_CASE_METHOD(MpFixture, "checks: allgather_coalesced", "[checks][allgather_c
   auto o3 = outputs();
   o3.push_back({dev(zeros({1}))});
   CHECK_REFUSED(*pg, call(o3), "output lists should be equal to world size");
-  // Case 4 of the seed (a flat list where a list of lists belongs) cannot be written in C++: the
+  // Case 4 of torch's test_allgather_coalesced_checks (a flat list where a list of lists belongs) cannot be written in C++: the
   // signature takes std::vector<TensorList>, so the compiler refuses it.
   check_still_usable(*this, *pg);
 }
 
 TEST_CASE_METHOD(MpFixture, "checks: reduce", "[checks][reduce]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   auto reduce = [&](TensorList ts, int64_t root, int64_t root_tensor) {
     ReduceOptions o;
     o.root_rank = root;
@@ -180,7 +180,7 @@ TEST_CASE_METHOD(MpFixture, "checks: reduce", "[checks][reduce]") {
 
 TEST_CASE_METHOD(MpFixture, "checks: scatter (upstream table)", "[checks][scatter]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   const int ws = size();
   auto scatter = [&](TensorList outs, std::vector<TensorList> ins, int64_t root) {
     ScatterOptions o;
@@ -206,7 +206,7 @@ TEST_CASE_METHOD(MpFixture, "checks: scatter (upstream table)", "[checks][scatte
 
 TEST_CASE_METHOD(MpFixture, "checks: gather (upstream table)", "[checks][gather]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   const int ws = size();
   auto gather = [&](std::vector<TensorList> outs, TensorList ins, int64_t root) {
     GatherOptions o;
@@ -232,7 +232,7 @@ TEST_CASE_METHOD(MpFixture, "checks: gather (upstream table)", "[checks][gather]
 
 TEST_CASE_METHOD(MpFixture, "checks: reduce_scatter, alltoall and the *_tensor forms", "[checks]") {
   auto pg = shared_group();
-  const Seeds s(*this);
+  const CheckTensors s(*this);
   const int ws = size();
   {
     Tensor out = s.t1, in = dev(zeros({ws + 1}));

@@ -1,5 +1,6 @@
-// Empty tensors (numel 0) through every collective and point-to-point (SPEC B.6 says broadcast must take
-// them; braid takes them everywhere), and 0-dim (scalar) tensors, which have one element and no shape.
+// Empty tensors (numel 0) through every collective and point-to-point (torch's test_empty_tensors says
+// broadcast must take them; braid takes them everywhere), and 0-dim (scalar) tensors, which have one element
+// and no shape.
 #include "tests/mp/support/mp_test.h"
 
 using namespace braid;

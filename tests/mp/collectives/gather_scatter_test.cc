@@ -1,4 +1,5 @@
-// gather and scatter: the seed's _basics for every root (SPEC B.5), gather of non-contiguous inputs (B.6),
+// gather and scatter: torch's test_gather_basics and test_scatter_basics for every root, gather of
+// non-contiguous inputs (test_gather_noncontiguous_input),
 // the root's future value, and multi-element tensors of several dtypes.
 #include "tests/mp/support/mp_test.h"
 
@@ -68,7 +69,7 @@ TEST_CASE_METHOD(MpFixture, "scatter: every rank's output becomes the root's ent
   const int ws = size();
   for (int root = 0; root < ws; ++root) {
     INFO("root " << root);
-    // The seed: the root passes ws tensors [r] (i.e. [root]); here entry k is [root * 100 + k] so that a
+    // torch's test: the root passes ws tensors [r] (i.e. [root]); here entry k is [root * 100 + k] so that a
     // mixed-up entry shows.
     std::vector<TensorList> inputs;
     if (rank() == root) {

@@ -1,8 +1,9 @@
-// The group registry across ranks (collectives/registry/group_registry.h): sequence numbers (SPEC B.10),
-// new_group membership, non-member warnings and local synchronization (B.8), one-rank groups on every
-// rank, new_subgroups, round-robin groups (B.9), broadcast_coalesced, the store barrier's timeout, and
-// destroy + init again on the same store. Each case initializes the registry on the fixture's private
-// store and destroys it at the end.
+// The group registry across ranks (collectives/registry/group_registry.h): sequence numbers (torch's
+// _get_sequence_number_for_group tests), new_group membership, non-member warnings and local synchronization
+// (torch's _test_rank_membership, _test_warn_not_in_group and LargeCommTest), one-rank groups on every rank,
+// new_subgroups, round-robin groups (torch's _round_robin_process_groups), broadcast_coalesced, the store
+// barrier's timeout, and destroy + init again on the same store. Each case initializes the registry on the
+// fixture's private store and destroys it at the end.
 #include <dirent.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <unistd.h>
@@ -93,7 +94,7 @@ std::vector<int> even_ranks(int size) {
 
 }  // namespace
 
-TEST_CASE_METHOD(MpFixture, "groups: sequence numbers agree across ranks and rise by one per op (SPEC B.10)",
+TEST_CASE_METHOD(MpFixture, "groups: sequence numbers agree across ranks and rise by one per op",
                  "[groups]") {
   Registry reg(*this);
   auto check = make_group();  // counts nothing the test watches
@@ -119,7 +120,7 @@ TEST_CASE_METHOD(MpFixture, "groups: sequence numbers agree across ranks and ris
   CHECK(get_sequence_number_for_group() == 10);  // the subgroup's ops do not count on the default group
 }
 
-TEST_CASE_METHOD(MpFixture, "groups: membership of new_group({1}) and the errors (SPEC B.8)", "[groups]") {
+TEST_CASE_METHOD(MpFixture, "groups: membership of new_group({1}) and the errors (_test_rank_membership)", "[groups]") {
   if (size() < 2) return;
   Registry reg(*this);
   auto g = new_group({1});
@@ -149,7 +150,8 @@ TEST_CASE_METHOD(MpFixture, "groups: membership of new_group({1}) and the errors
   CHECK_THAT(one, Equals(floats({static_cast<double>(size())})));
 }
 
-TEST_CASE_METHOD(MpFixture, "groups: non-members warn once per op and skip, members run (SPEC B.8)", "[groups]") {
+TEST_CASE_METHOD(MpFixture, "groups: non-members warn once per op and skip, members run (_test_warn_not_in_group)",
+                 "[groups]") {
   if (size() < 2) return;
   Registry reg(*this);
   const auto evens = even_ranks(size());
@@ -184,7 +186,7 @@ TEST_CASE_METHOD(MpFixture, "groups: non-members warn once per op and skip, memb
   CHECK(get_sequence_number_for_group(g) == (member ? 8u : 0u));
 }
 
-TEST_CASE_METHOD(MpFixture, "groups: local synchronization, sorted ranks, identical groups (SPEC B.8)", "[groups]") {
+TEST_CASE_METHOD(MpFixture, "groups: local synchronization, sorted ranks, identical groups (LargeCommTest)", "[groups]") {
   if (size() < 2) return;
   Registry reg(*this);
   NewGroupOptions local;
@@ -253,7 +255,8 @@ TEST_CASE_METHOD(MpFixture, "groups: new_subgroups splits the world into consecu
   CHECK_THAT(t, Equals(floats({want})));
 }
 
-TEST_CASE_METHOD(MpFixture, "groups: round robin broadcasts, and create/destroy leaks nothing (SPEC B.9)",
+TEST_CASE_METHOD(MpFixture,
+                 "groups: round robin broadcasts, and create/destroy leaks nothing (test_round_robin_create_destroy)",
                  "[groups][round_robin]") {
   Registry reg(*this);
   {

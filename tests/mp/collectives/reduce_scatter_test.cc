@@ -1,5 +1,5 @@
-// reduce_scatter_tensor and reduce_scatter (list input): the seed's test_reduce_scatter_tensor (SPEC B.5:
-// an input identical on every rank; rank r's output is chunk r times ws), the seed's coalesced shapes,
+// reduce_scatter_tensor and reduce_scatter (list input): torch's test_reduce_scatter_tensor (an input
+// identical on every rank; rank r's output is chunk r times ws), torch's coalesced shapes,
 // inputs that differ per rank and per chunk, and non-contiguous outputs.
 #include "tensor/ops/shape_ops.h"
 #include "tests/mp/support/mp_test.h"
@@ -10,7 +10,7 @@ using namespace braid::mp;
 TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input equal on every rank gives chunk r times ws", "[reduce_scatter]") {
   auto pg = shared_group();
   const int ws = size();
-  // manual_seed(42) in the seed: the same generator state on every rank gives the same input.
+  // manual_seed(42) in torch's test: the same generator state on every rank gives the same input.
   Generator gen(42);
   const Tensor input = rand({20 * ws, 20}, {}, &gen);
   Tensor in = dev(input.clone());
@@ -22,7 +22,7 @@ TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: an input equal on every rank
   CHECK_THAT(in, Equals(input));  // the input is left alone
 }
 
-TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: the seed's coalesced shapes, inputs differing per rank", "[reduce_scatter]") {
+TEST_CASE_METHOD(MpFixture, "reduce_scatter_tensor: the coalesced test's shapes, inputs differing per rank", "[reduce_scatter]") {
   auto pg = shared_group();
   const int ws = size();
   for (int64_t side : {5, 10, 15}) {

@@ -1,4 +1,4 @@
-// reduce: every op of the seed's single-tensor table × every root (SPEC B.5 test_reduce_basics): the root
+// reduce: every op of torch's simple_reduce_tests table × every root (test_c10d_gloo.py test_reduce_basics): the root
 // gets the allreduce result; non-root buffers are unspecified, except that the caller's tensor must not be
 // corrupted into something unrelated (braid leaves it unchanged, as PyTorch 1.13 does).
 #include "tests/mp/support/mp_test.h"
@@ -8,7 +8,7 @@ using namespace braid;
 using namespace braid::mp;
 using Catch::Contains;
 
-TEST_CASE_METHOD(MpFixture, "reduce: every op of the seed's table, every root", "[reduce]") {
+TEST_CASE_METHOD(MpFixture, "reduce: every op of simple_reduce_tests, every root", "[reduce]") {
   auto pg = shared_group();
   const int r = rank(), ws = size();
   const auto cases = simple_reduce_cases(r, ws);

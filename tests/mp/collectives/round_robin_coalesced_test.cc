@@ -1,5 +1,5 @@
-// Round-robin groups (SPEC B.9 test_round_robin, plus many ops in flight under one barrier) and
-// broadcast_coalesced (SPEC B.5 CommTest._test_broadcast_coalesced: the seed's 30 tensors, 256-byte
+// Round-robin groups (torch's test_c10d_gloo.py test_round_robin, plus many ops in flight under one
+// barrier) and broadcast_coalesced (torch's CommTest._test_broadcast_coalesced: its 30 tensors, 256-byte
 // buckets) over plain groups of the backend under test. groups_test.cc covers the same APIs through the
 // group registry (create/destroy without leaked threads, every bucket size).
 #include "collectives/registry/coalesced.h"
@@ -33,9 +33,10 @@ TEST_CASE_METHOD(MpFixture, "round robin: broadcasts over two groups", "[round_r
   for (int i = 0; i < 20; ++i) CHECK_THAT(ts[static_cast<size_t>(i)], Equals(ints({i * size()})));
 }
 
-TEST_CASE_METHOD(MpFixture, "broadcast_coalesced: the seed's 30 tensors in 256-byte buckets, every rank as root", "[broadcast_coalesced]") {
+TEST_CASE_METHOD(MpFixture, "broadcast_coalesced: _test_broadcast_coalesced's 30 tensors in 256-byte buckets, every root",
+                 "[broadcast_coalesced]") {
   auto pg = shared_group();
-  // 6 groups of arange(60).chunk(5): 12 elements each; the seed's dtypes with half replaced by float32
+  // 6 groups of arange(60).chunk(5): 12 elements each; torch's dtypes with half replaced by float32
   // on the CPU (here, and also genuinely 16-bit and integer groups: braid moves them exactly).
   const std::vector<DType> dtypes = {DType::Float32, DType::Float32, DType::Float32, DType::Float64,
                                      DType::Float32, DType::Float32, DType::Float16,  DType::BFloat16,

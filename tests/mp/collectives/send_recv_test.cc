@@ -1,4 +1,4 @@
-// Point-to-point: the seed's test_send_recv_all_to_all (every send and recv posted before any wait, so
+// Point-to-point: torch's test_c10d_gloo.py test_send_recv_all_to_all (every send and recv posted before any wait, so
 // posting must never block), tags that keep messages apart, recv from any source with source_rank(), a
 // pending recv that must not hold up collectives, staged (non-contiguous, bool) buffers and argument checks.
 #include "tests/mp/support/mp_test.h"

@@ -1,4 +1,4 @@
-// Sequence numbers (SPEC B.10): equal on every rank after creation, +1 per collective of any kind, and
+// Sequence numbers (torch's _get_sequence_number_for_group, as its sequence-number tests check it): equal on every rank after creation, +1 per collective of any kind, and
 // still equal across ranks afterwards. The values are compared through a second group, so that the
 // comparison itself does not count on the group under test.
 #include "tests/mp/support/mp_test.h"

@@ -1,4 +1,4 @@
-// Sparse allreduce of COO tensors (SPEC B.5 simple_sparse_reduce_tests): the upstream generator with 1-3
+// Sparse allreduce of COO tensors (torch's simple_sparse_reduce_tests): the upstream generator with 1-3
 // sparse dimensions and 1-3 dense dimensions, one or two inputs per rank; every output (the inputs,
 // updated in place, and the future's value) coalesces to N - k at index k. Also ranks without entries.
 #include "tensor/sparse.h"

@@ -1,9 +1,9 @@
-// The seed's stress cases (SPEC B.7): many ops in flight on a group with 8 worker threads (gloo's
+// The stress cases of torch's test_c10d_gloo.py (test_*_stress): many ops in flight on a group with 8 worker threads (gloo's
 // `threads`; other engines ignore it), issued without waiting and then waited in issue order. The caller
 // keeps no inputs alive beyond its own tensors: braid must hold them for each op's lifetime.
 //
-// BRAID_MP_STRESS_ITERS sets the iteration count (default 1000, the seed's); scatter, gather and reduce
-// issue one op per root per iteration, as the seed does.
+// BRAID_MP_STRESS_ITERS sets the iteration count (default 1000, torch's); scatter, gather and reduce
+// issue one op per root per iteration, as torch's tests do.
 #include <chrono>
 #include <thread>
 

@@ -1,4 +1,4 @@
-// Work and Future semantics (SPEC B.2): calls return at once, wait() completes them, futures chain with
+// Work and Future semantics (those of torch's c10d Work and torch.futures.Future): calls return at once, wait() completes them, futures chain with
 // then() and wait together, dropped handles neither cancel nor leak an op, and barrier() completes only
 // after every earlier op of the group (test_barrier_implies_wait).
 #include <atomic>
@@ -64,14 +64,14 @@ TEST_CASE_METHOD(MpFixture, "work: is_completed, is_success, exception and the f
 TEST_CASE_METHOD(MpFixture, "work: futures chain with then() and wait together", "[work][future]") {
   auto pg = shared_group();
   const int ws = size();
-  // The seed's comm-hook style chaining: allreduce, then +1 on the result, then x2.
+  // The comm-hook style chaining of torch's tests: allreduce, then +1 on the result, then x2.
   TensorList xs{dev(floats({1.0}))};
   auto fut = pg->allreduce(xs)->get_future();
   auto plus_one = fut.then([](const TensorList& v) { return braid::add(v.at(0), Scalar(1.0)); });
   auto doubled = plus_one.then([](const Tensor& t) { return braid::mul(t, Scalar(2.0)); });
   CHECK_THAT(doubled.value(kTestGroupTimeout), Equals(floats({2.0 * (ws + 1)})));
 
-  // The seed's CompilerTest eager values: x = ones * r, x += 1, f(x) = 2 * comm(x + x).
+  // The eager values of torch's CompilerTest: x = ones * r, x += 1, f(x) = 2 * comm(x + x).
   TensorList ys{dev(braid::mul(braid::add(full({2, 2}, double(rank())), Scalar(1.0)), Scalar(2.0)))};
   pg->allreduce(ys)->wait();
   CHECK_THAT(braid::mul(ys[0], Scalar(2.0)), Equals(full({2, 2}, 2.0 * ws * (ws + 1))));

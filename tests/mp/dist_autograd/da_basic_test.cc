@@ -166,8 +166,9 @@ TEST_CASE_METHOD(MpFixture, "dist_autograd: a sparse EmbeddingBag gradient stays
 namespace braid::mp {
 namespace {
 
-// DdpComparisonTest of seed 000 without DDP (DDP's modes belong to the DDP issue): on every rank, a
-// distributed backward over a purely local graph gives the gradients a local backward puts into .grad.
+// PyTorch's DdpComparisonTest (ddp_under_dist_autograd_test.py) without DDP (DDP's modes belong to the DDP
+// issue): on every rank, a distributed backward over a purely local graph gives the gradients a local
+// backward puts into .grad.
 TEST_CASE_METHOD(MpFixture, "dist_autograd: a local Linear(2,3) with loss norm(): context gradients equal .grad",
                  "[dist_autograd]") {
   register_dist_autograd_test_functions();

@@ -1,4 +1,4 @@
-// Seed 000's test_ddp_dist_autograd_local_vs_remote on every rank of the job: a RemoteModule
+// PyTorch's DdpComparisonTest.test_ddp_dist_autograd_local_vs_remote on every rank of the job: a RemoteModule
 // Linear(10, 5, no bias) on worker0 feeds a DDP-wrapped Linear(5, 1) over the default group. The same model
 // built locally (layer1 with the remote module's weight) and run with plain autograd must give the same
 // gradients as the distributed pass: layer2's .grad equals its entry in the context (DDP reduced into the
@@ -32,10 +32,10 @@ namespace braid::mp {
 
 using rpc::Value;
 
-TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: local vs remote (seed 000 test_ddp_dist_autograd_local_vs_remote)",
+TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: local vs remote (test_ddp_dist_autograd_local_vs_remote)",
                  "[dist_autograd][ddp][remote_module]") {
   register_remote_module_test_classes();
-  DefaultGroupScope group(*this);  // the seed's init_process_group("gloo", ...)
+  DefaultGroupScope group(*this);  // the torch test's init_process_group("gloo", ...)
   {
     RpcJob job(*this);
     // Each rank its own seed: otherwise inputs and gradients agree everywhere and DDP's average hides a

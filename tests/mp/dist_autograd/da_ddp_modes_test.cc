@@ -1,9 +1,9 @@
-// Seed 000's DDP modes (test_backward_ddp_inside / _ddp_outside / _ddp_outside_uneven_inputs) on 6 ranks:
-// trainers 0-3 reduce over a group of their own, worker4 hosts the remote modules, the master (rank 5)
-// drives 3 rounds. DDP runs inside distributed autograd contexts, so the averaged gradients go to each
-// context's map. Expected values: SPEC E.5, reproduced by seed000_reference.py. With even inputs every
-// DDP gradient is exactly 0 (the examples cancel over the trainers) and INSIDE's fc1 keeps the NONE
-// values; with uneven inputs under join, the last micro-batch's DDP gradients are the table's.
+// The DDP modes of PyTorch's ddp_under_dist_autograd_test.py (test_backward_ddp_inside / _ddp_outside /
+// _ddp_outside_uneven_inputs) on 6 ranks: trainers 0-3 reduce over a group of their own, worker4 hosts the
+// remote modules, the master (rank 5) drives 3 rounds. DDP runs inside distributed autograd contexts, so the
+// averaged gradients go to each context's map. Expected values: PyTorch's, reproduced by hybrid_reference.py.
+// With even inputs every DDP gradient is exactly 0 (the examples cancel over the trainers) and INSIDE's fc1
+// keeps the NONE values; with uneven inputs under join, the last micro-batch's DDP gradients are the table's.
 #include <catch2/catch.hpp>
 
 #include "collectives/registry/group_registry.h"
@@ -54,8 +54,8 @@ std::vector<rpc::ValueList> run_master(DdpMode mode, bool uneven) {
 
 bool all_zero(const Tensor& t) { return equal(t, zeros(t.shape())); }
 
-TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: seed 000 modes INSIDE and OUTSIDE, even inputs",
-                 "[dist_autograd][ddp][seed000]") {
+TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: hybrid model, modes INSIDE and OUTSIDE, even inputs",
+                 "[dist_autograd][ddp][hybrid]") {
   if (size() != kNumTrainers + 2) return;
   register_dist_autograd_test_functions();
   register_ddp_trainer();
@@ -87,8 +87,8 @@ TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: seed 000 modes INSIDE and OUTS
   }
 }
 
-TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: seed 000 OUTSIDE with uneven inputs under join",
-                 "[dist_autograd][ddp][seed000]") {
+TEST_CASE_METHOD(MpFixture, "dist_autograd + DDP: hybrid model, OUTSIDE with uneven inputs under join",
+                 "[dist_autograd][ddp][hybrid]") {
   if (size() != kNumTrainers + 2) return;
   register_dist_autograd_test_functions();
   register_ddp_trainer();

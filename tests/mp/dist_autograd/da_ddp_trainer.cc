@@ -29,7 +29,7 @@ std::shared_ptr<collectives::ProcessGroup> trainer_group() {
   return g_trainer_group;
 }
 
-std::shared_ptr<nn::Linear> seed_linear(int64_t in, int64_t out) {
+std::shared_ptr<nn::Linear> get_linear(int64_t in, int64_t out) {
   auto l = std::make_shared<nn::Linear>(in, out, /*bias=*/false);
   std::vector<float> w(static_cast<size_t>(in * out), 1.0f);
   w[0] = -1.0f;
@@ -38,14 +38,14 @@ std::shared_ptr<nn::Linear> seed_linear(int64_t in, int64_t out) {
   return l;
 }
 
-// Seed 000's HybridModel: forward({dense, sparse}) through RemoteEM, fc1, RemoteNet and fc2 (or a DDP of
+// The torch test's HybridModel: forward({dense, sparse}) through RemoteEM, fc1, RemoteNet and fc2 (or a DDP of
 // fc2 in INSIDE mode).
 class HybridModel : public nn::Module {
  public:
   HybridModel(rpc::RRef em, rpc::RRef net, std::shared_ptr<collectives::ProcessGroup> inside_group)
       : nn::Module("HybridModel"), em_(std::move(em)), net_(std::move(net)) {
-    fc1 = register_module("fc1", seed_linear(2, 2));
-    fc2 = register_module("fc2", seed_linear(3, 1));
+    fc1 = register_module("fc1", get_linear(2, 2));
+    fc2 = register_module("fc2", get_linear(3, 1));
     if (inside_group) {
       parallel::DDPOptions o;
       o.process_group = std::move(inside_group);
@@ -87,7 +87,7 @@ struct DdpTrainer {
     }
   }
 
-  // The seed's train_batch: [grads of DDP params, grads of non-DDP params] of the last micro-batch.
+  // The torch test's Trainer.train_batch: [grads of DDP params, grads of non-DDP params] of the last micro-batch.
   Value train_batch(const Tensor& dense, const Tensor& sparse, const Tensor& values, bool less_inputs, bool uneven) {
     std::vector<std::pair<Tensor, Tensor>> batches{{dense, sparse}};
     if (uneven) {

@@ -1,5 +1,6 @@
-// Seed 000's Trainer with its DDP modes (SPEC E.3): NONE (no DDP), INSIDE (fc2 wrapped in DDP over the
-// trainers' group) and OUTSIDE (the whole hybrid model wrapped), optionally on uneven inputs under join.
+// The Trainer of PyTorch's ddp_under_dist_autograd_test.py with its DDP modes (DdpMode): NONE (no DDP),
+// INSIDE (fc2 wrapped in DDP over the trainers' group) and OUTSIDE (the whole hybrid model wrapped),
+// optionally on uneven inputs under join.
 // Registered as "da.DdpTrainer"; the trainers' process group is made by the test on every rank.
 #pragma once
 

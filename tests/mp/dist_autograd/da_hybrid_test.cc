@@ -1,11 +1,11 @@
-// Seed 000's test_backward_no_ddp (DdpMode NONE) on 6 ranks: trainers 0-3, the remote worker 4 and the
-// master 5. The master creates RemoteEM(2, 3) and RemoteNet(5, 3) on worker4 and a Trainer on every
-// trainer, then runs 3 rounds of train_batch on all trainers at once. Each trainer runs one distributed
-// autograd context per round: forward through both remote modules, loss = (output * values).sum(),
-// distributed backward, get_gradients.
+// PyTorch's DdpUnderDistAutogradTest.test_backward_no_ddp (DdpMode NONE, ddp_under_dist_autograd_test.py) on
+// 6 ranks: trainers 0-3, the remote worker 4 and the master 5. The master creates RemoteEM(2, 3) and
+// RemoteNet(5, 3) on worker4 and a Trainer on every trainer, then runs 3 rounds of train_batch on all
+// trainers at once. Each trainer runs one distributed autograd context per round: forward through both remote
+// modules, loss = (output * values).sum(), distributed backward, get_gradients.
 //
-// Expected values: SPEC E.5 (the seed's golden values), reproduced by seed000_reference.py (PyTorch, one
-// process; its output is seed000_reference.txt). By hand for trainer 0: output is
+// Expected values: what PyTorch 1.13 computes for that test, reproduced by hybrid_reference.py (PyTorch, one
+// process; its output is hybrid_reference.txt). By hand for trainer 0: output is
 // [-3.5, -3.5, 3.5, 3.5], so dloss/doutput = sum(values) = -4 per row; fc2.weight's gradient is
 // -4 * (2 * [3.5, 0, 0] + 2 * [3.5, 3.5, 3.5]) = [-56, -28, -28]; the hidden gradient is [-4, 4, 4, 4, 4]
 // for rows 0-1 and [-12, -4, -4, -4, -4] for rows 2-3, which gives fc1.weight [[-32, -16], [0, -16]],
@@ -28,7 +28,7 @@ struct Golden {
   std::vector<float> fc2;
 };
 
-// SPEC E.5, NONE mode: the non-DDP gradients each trainer returns.
+// PyTorch's values in NONE mode (hybrid_reference.txt): the non-DDP gradients each trainer returns.
 const Golden kGolden[kNumTrainers] = {
     {{-32, -16, 0, -16}, {-56, -28, -28}},
     {{16, -16, 16, -16}, {0, -28, -28}},
@@ -36,9 +36,9 @@ const Golden kGolden[kNumTrainers] = {
     {{32, 16, 0, 16}, {56, 28, 28}},
 };
 
-TEST_CASE_METHOD(MpFixture, "dist_autograd: seed 000 hybrid model, mode NONE, 4 trainers, 3 rounds",
-                 "[dist_autograd][seed000]") {
-  if (size() != kNumTrainers + 2) return;  // the seed's job: 4 trainers, the remote worker, the master
+TEST_CASE_METHOD(MpFixture, "dist_autograd: hybrid model (test_backward_no_ddp), mode NONE, 4 trainers, 3 rounds",
+                 "[dist_autograd][hybrid]") {
+  if (size() != kNumTrainers + 2) return;  // the torch test's job: 4 trainers, the remote worker, the master
   register_dist_autograd_test_functions();
   RpcJob job(*this);
   if (rank() == kMasterRank) {
@@ -61,10 +61,10 @@ TEST_CASE_METHOD(MpFixture, "dist_autograd: seed 000 hybrid model, mode NONE, 4 
         const rpc::ValueList r = futures[static_cast<size_t>(t)].value(rpc::Millis(120'000)).items();
         const Tensor fc1 = r.at(0).as_tensor();
         const Tensor fc2 = r.at(1).as_tensor();
-        // The seed's assertion: every non-DDP gradient is non-zero ...
+        // The torch test's assertion: every non-DDP gradient is non-zero ...
         CHECK_FALSE(equal(fc1, zeros(fc1.shape())));
         CHECK_FALSE(equal(fc2, zeros(fc2.shape())));
-        // ... and braid's: each equals the golden value exactly (float32 sums of small integers).
+        // ... and braid's: each equals PyTorch's value exactly (float32 sums of small integers).
         CHECK(equal(fc1, from_vector(kGolden[t].fc1, {2, 2})));
         CHECK(equal(fc2, from_vector(kGolden[t].fc2, {1, 3})));
         CHECK(r.at(5).as_int() == 2);       // fc1.weight and fc2.weight on the trainer

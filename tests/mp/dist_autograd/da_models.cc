@@ -22,8 +22,8 @@ using rpc::Args;
 using rpc::Value;
 using rpc::ValueList;
 
-// Seed 000's getLinear: ones, except w[0][0] = -1.
-void init_seed_weight(const Tensor& weight) {
+// The torch test's getLinear: ones, except w[0][0] = -1.
+void init_get_linear_weight(const Tensor& weight) {
   std::vector<float> w(static_cast<size_t>(weight.numel()), 1.0f);
   w[0] = -1.0f;
   autograd::NoGradGuard no_grad;
@@ -43,7 +43,7 @@ struct RemoteEM {
 };
 
 struct RemoteNet {
-  RemoteNet(int64_t in, int64_t out) : fc(in, out, /*bias=*/false) { init_seed_weight(fc.weight()); }
+  RemoteNet(int64_t in, int64_t out) : fc(in, out, /*bias=*/false) { init_get_linear_weight(fc.weight()); }
   Tensor forward(const Tensor& x) { return autograd::relu(fc.forward(x)); }
   nn::Linear fc;
 };
@@ -56,11 +56,11 @@ struct Param {
 
 struct Trainer {
   Trainer(rpc::RRef em, rpc::RRef net) : em_rref(std::move(em)), net_rref(std::move(net)), fc1(2, 2, false), fc2(3, 1, false) {
-    init_seed_weight(fc1.weight());
-    init_seed_weight(fc2.weight());
+    init_get_linear_weight(fc1.weight());
+    init_get_linear_weight(fc2.weight());
   }
 
-  // One iteration of seed 000's NONE mode in a fresh context: returns [fc1 grad, fc2 grad, worker4's em
+  // One iteration of the torch test's NONE mode in a fresh context: returns [fc1 grad, fc2 grad, worker4's em
   // grad, worker4's net grad, output, #local grads, #remote grads, whether .grad was touched].
   Value train_batch(const Tensor& dense, const Tensor& sparse, const Tensor& values) {
     dist_autograd::Context ctx;
@@ -122,7 +122,7 @@ void register_dist_autograd_test_functions() {
           return dist_autograd::get_gradients(a.at(0).as_int()).at(p.p);
         })
         .method("grad_is_set", [](Param& p, const Args&) -> Value { return autograd::grad(p.p).defined(); });
-    // worker4's context gradients of the seed's remote modules: [em.weight, fc.weight, #entries].
+    // worker4's context gradients of the torch test's remote modules: [em.weight, fc.weight, #entries].
     r.add_function("da.remote_grads", [](const Args& a) -> Value {
       auto& em = rpc::object_as<RemoteEM>(a.at(0).as_rref().local_value(), "da.RemoteEM");
       auto& net = rpc::object_as<RemoteNet>(a.at(1).as_rref().local_value(), "da.RemoteNet");
@@ -150,7 +150,7 @@ void register_dist_autograd_test_functions() {
 }
 
 std::vector<MiniBatch> training_examples() {
-  // The seed's loops: value in (-1, 1), x in (-value, value), y in (value, -value), z in (0, 1).
+  // get_training_examples()'s loops: value in (-1, 1), x in (-value, value), y in (value, -value), z in (0, 1).
   std::vector<float> dense;
   std::vector<int64_t> sparse;
   std::vector<float> values;

@@ -14,7 +14,8 @@ namespace braid::mp {
 //   "rm.load_params"(module_rref, [tensors]) -> None: copies the tensors into the module's parameters, in
 //       order, on the owner;
 //   "rm.context_grads"(module_rref, context_id) -> [gradient or None per parameter]: the owner's gradients of
-//       its module's parameters in that context (seed 000's get_remote_grads).
+//       its module's parameters in that context (get_remote_grads of PyTorch's
+//       ddp_under_dist_autograd_test.py).
 void register_remote_module_test_classes();
 
 inline Tensor mat(std::vector<float> values, Shape shape) { return from_vector(values, shape); }

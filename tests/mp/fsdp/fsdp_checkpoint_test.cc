@@ -37,7 +37,8 @@ ModulePtr seq(std::initializer_list<ModulePtr> children) { return std::make_shar
 
 // Where the checkpoint wrappers go relative to the FSDP units.
 enum class Layout {
-  UnitIsWrapper,     // fully_shard(CheckpointWrapper(block)): the seed's checkpoint(module); fully_shard(module)
+  UnitIsWrapper,     // fully_shard(CheckpointWrapper(block)): as common_fsdp's checkpoint(module), then
+                     // fully_shard(module)
   UnitInsideRegion,  // CheckpointWrapper(fully_shard(block)): the recomputation runs the unit's hooks again
   TwoUnitsInRegion,  // CheckpointWrapper(Sequential(unit Linear, ReLU, unit Linear, ReLU)), as above, twice
 };

@@ -1,4 +1,4 @@
-// The accounting behind `braid bench fsdp`'s memory columns (runtime/fsdp_bench_meter.h), worked out by
+// The accounting behind `braid bench fsdp`'s memory columns (bench/fsdp/fsdp_bench_meter.h), worked out by
 // hand for three Linear(16, 16) units with Adam: unsharded, the state is 4 P (parameters, gradients, two
 // Adam tensors); under FULL_SHARD on W ranks it is 4 P / W at the optimizer step, and the peak comes when
 // the first Linear's reduction node has reduced its full gradients into shards, besides the other units'
@@ -9,10 +9,10 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops/nn_ops.h"
+#include "bench/fsdp/fsdp_bench_meter.h"
 #include "nn/container.h"
 #include "nn/optim/adam.h"
 #include "parallel/fsdp/fully_shard.h"
-#include "runtime/fsdp_bench_meter.h"
 #include "tensor/factory.h"
 #include "tests/mp/support/mp_test.h"
 
@@ -27,7 +27,7 @@ constexpr int64_t kModel = 3 * kUnit;
 constexpr int64_t kSteps = 6 * 4;  // Adam's "step" of each of the six parameters: a 0-dim float32 tensor
 
 // Two Adam steps (the first creates the state), the peak of the second.
-runtime::StateMeter& train(runtime::StateMeter& meter, nn::Module& model) {
+bench::StateMeter& train(bench::StateMeter& meter, nn::Module& model) {
   nn::optim::Adam opt(model.parameters());
   const Tensor x = ones({4, 16});
   for (int step = 0; step < 2; ++step) {
@@ -48,7 +48,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp bench meter: parameters, gradients and optimiz
   Generator gen(3);
   SECTION("unsharded") {
     nn::MLP model({16, 16, 16, 16}, true, &gen);
-    runtime::StateMeter meter(model);
+    bench::StateMeter meter(model);
     train(meter, model);
     CHECK(meter.optimizer_bytes() == 2 * kModel + kSteps);
     CHECK(meter.step_bytes() == 4 * kModel + kSteps);
@@ -57,14 +57,14 @@ TEST_CASE_METHOD(MpFixture, "fsdp bench meter: parameters, gradients and optimiz
   SECTION("FULL_SHARD") {
     nn::MLP model({16, 16, 16, 16}, true, &gen);
     fsdp::apply_fully_shard(model, shared_group(), {}, fsdp::module_type_policy({"Linear"}));
-    runtime::StateMeter meter(model);
+    bench::StateMeter meter(model);
     train(meter, model);
     CHECK(meter.optimizer_bytes() == 2 * kModel / w + kSteps);
     CHECK(meter.step_bytes() == 4 * kModel / w + kSteps);
     // First Linear's reduction: parameter shards, two units' gradient shards, Adam, its full gradients
     // and the shard gradients reduced from them.
     CHECK(meter.peak_bytes() == kModel / w + 2 * kUnit / w + 2 * kModel / w + kSteps + kUnit + kUnit / w);
-    // The issue's target, 1/N of the unsharded state plus the largest unit, but for Adam's 0-dim step
+    // FULL_SHARD's target, 1/N of the unsharded state plus the largest unit, but for Adam's 0-dim step
     // counters: one per parameter on every rank, not sharded.
     CHECK(meter.peak_bytes() == (4 * kModel + kSteps) / w + kUnit + kSteps * (w - 1) / w);
   }

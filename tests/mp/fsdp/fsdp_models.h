@@ -1,4 +1,4 @@
-// The seed's FSDP test models (common_fsdp.py) built in braid, and the helpers the FSDP parity tests share.
+// The FSDP test models of torch's common_fsdp.py built in braid, and the helpers the FSDP parity tests share.
 // NestedWrappedModule and TransformerWithSharedParams are the runtime's (runtime/models/fsdp_models.h).
 #pragma once
 

@@ -1,12 +1,12 @@
-// FSDP parity on the seed's MixtureOfExperts (mixture_of_experts.h): the expert is a unit over a one-rank
-// group of its own, `shared` a unit over the whole group, the root holds the rest.
+// FSDP parity on the MixtureOfExperts of torch's common_fsdp.py (mixture_of_experts.h): the expert is a unit
+// over a one-rank group of its own, `shared` a unit over the whole group, the root holds the rest.
 //
-// What parity means in the seed: the reference is the unwrapped model on every rank (DummyDDP: no
+// What parity means in common_fsdp: the reference is the unwrapped model on every rank (DummyDDP: no
 // synchronisation of its own) whose run_backward averages the gradient of every non-expert parameter over
 // the ranks with an allreduce and leaves the experts' alone. Here one process computes that reference for
 // all ranks at once: one replica per rank (expert seed 42 + r), each on that rank's input, the non-expert
 // gradients replaced by their mean over the replicas. After every step rank r's FSDP model must match
-// replica r: its loss (the seed's output.sum() on its own batch), its shards of the shared parameters and
+// replica r: its loss (common_fsdp's output.sum() on its own batch), its shards of the shared parameters and
 // gradients, its own expert's full parameters and gradient, and the gathered parameters after SGD.
 #include <algorithm>
 #include <cmath>
@@ -36,9 +36,9 @@ namespace coll = braid::collectives;
 namespace {
 
 constexpr int kSteps = 3;
-constexpr double kLr = 0.01;  // the seed's _train_for_several_steps
+constexpr double kLr = 0.01;  // common_fsdp's _train_for_several_steps
 
-// Rank r's batch in a step: the seed's get_input (rand(4, 8) from seed 1 + rank), varied per step.
+// Rank r's batch in a step: common_fsdp's get_input (rand(4, 8) from seed 1 + rank), varied per step.
 Tensor input_of(int rank, int step) {
   Generator gen(1 + static_cast<uint64_t>(rank) + 1000 * static_cast<uint64_t>(step));
   return rand({4, MixtureOfExperts::kInput}, {}, &gen);
@@ -51,7 +51,7 @@ bool close(const Tensor& got, const Tensor& want) {
   return allclose(got, want, kRtol, kAtol + kRtol * largest);
 }
 
-// The seed's reference for every rank at once (see the top of the file).
+// common_fsdp's reference for every rank at once (see the top of the file).
 class Reference {
  public:
   explicit Reference(int world) {
@@ -160,7 +160,7 @@ fsdp::FSDPOptions strategy(fsdp::ShardingStrategy s, std::optional<bool> reshard
 
 }  // namespace
 
-TEST_CASE_METHOD(MpFixture, "fsdp moe: experts on one-rank groups train like the seed's reference", "[fsdp]") {
+TEST_CASE_METHOD(MpFixture, "fsdp moe: experts on one-rank groups train like common_fsdp's reference", "[fsdp]") {
   DefaultGroupScope world(*this);  // new_group needs the default group
   using S = fsdp::ShardingStrategy;
   SECTION("FULL_SHARD") { check_moe_parity(*this, strategy(S::FULL_SHARD)); }

@@ -152,7 +152,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: gradients accumulate over two backwards; froz
 
 namespace {
 
-// A module registering a tensor it is given: two of them given one tensor hold a tied weight (the seed's
+// A module registering a tensor it is given: two of them given one tensor hold a tied weight (common_fsdp's
 // TransformerWithSharedParams ties its embedding and output projection this way).
 class Holder : public nn::Module {
  public:

@@ -1,8 +1,8 @@
 // FSDP against one process on the concatenated batch: each rank trains a sharded copy on its slice of the
 // global batch while a plain copy (built from the same seed on every rank) trains on the whole batch. After
-// every step the losses, each rank's parameter and gradient shards (the seed's check_sharded_parity) and
-// the gathered full parameters equal the reference's (rtol 1e-5, float32). Models from the seed: an MLP
-// stack (one unit per Linear) and NestedWrappedModule (the seed's nested units plus the root).
+// every step the losses, each rank's parameter and gradient shards (common_fsdp's check_sharded_parity) and
+// the gathered full parameters equal the reference's (rtol 1e-5, float32). Models from torch's
+// common_fsdp.py: an MLP stack (one unit per Linear) and NestedWrappedModule (common_fsdp's nested units plus the root).
 #include "parallel/fsdp/fully_shard.h"
 #include "parallel/fsdp/unit_registry.h"
 #include "tests/mp/fsdp/fsdp_models.h"
@@ -23,7 +23,7 @@ std::shared_ptr<nn::Module> build(Model m, uint64_t seed) {
   return std::make_shared<NestedWrappedModule>(seed);
 }
 
-// The seed's wrapping: every Linear of the MLP; NestedWrappedModule's three targets; then the root. Only
+// common_fsdp's wrapping: every Linear of the MLP; NestedWrappedModule's three targets; then the root. Only
 // the nested model's root casts its outputs (mixed_precision.output_dtype), as a user would ask.
 void shard(Model m, nn::Module& model, const std::shared_ptr<ProcessGroup>& group, const fsdp::FSDPOptions& o) {
   fsdp::FSDPOptions inner = o;

@@ -60,7 +60,7 @@ struct ParityTolerance {
 
 // One parity run: `reference` is the unsharded model (every rank builds the same one), `sharded` the same
 // model with its FSDP units applied. Parameters correspond by position; their names must be equal once
-// each of `prefixes_to_ignore` is removed from the sharded model's names (the seed's check_sharded_parity
+// each of `prefixes_to_ignore` is removed from the sharded model's names (common_fsdp's check_sharded_parity
 // does the same for activation-checkpoint wrappers).
 struct ParitySetup {
   std::shared_ptr<nn::Module> reference;

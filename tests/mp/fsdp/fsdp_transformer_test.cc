@@ -1,7 +1,7 @@
-// FSDP parity on the seed's TransformerWithSharedParams: the seed's wrapping (one unit per encoder and
-// decoder layer, ModuleWrapPolicy, then the root, which holds the tied embedding/output table) against
-// one process on the concatenated batch. After every step: the loss, each rank's parameter and gradient
-// shards, and the gathered full parameters equal the reference's (rtol 1e-5, float32).
+// FSDP parity on the TransformerWithSharedParams of torch's common_fsdp.py: its wrapping (one unit per
+// encoder and decoder layer, ModuleWrapPolicy, then the root, which holds the tied embedding/output table)
+// against one process on the concatenated batch. After every step: the loss, each rank's parameter and
+// gradient shards, and the gathered full parameters equal the reference's (rtol 1e-5, float32).
 #include <algorithm>
 #include <cmath>
 
@@ -20,12 +20,12 @@ namespace fsdp = braid::parallel::fsdp;
 
 namespace {
 
-constexpr int64_t kLocalBatch = 2;  // the seed's bs
-constexpr int64_t kSrcLen = 6;      // the seed's src is 6 x bs, tgt 4 x bs
+constexpr int64_t kLocalBatch = 2;  // common_fsdp's bs
+constexpr int64_t kSrcLen = 6;      // common_fsdp's src is 6 x bs, tgt 4 x bs
 constexpr int64_t kTgtLen = 4;
 constexpr int kSteps = 3;
 
-// The summed loss (the seed's) gives gradients up to ~10 whose elements near 0 differ by float32 rounding
+// The summed loss (common_fsdp's) gives gradients up to ~10 whose elements near 0 differ by float32 rounding
 // (measured: ~1e-6 absolute where the tensor's largest element is ~7) between one process and the sum of
 // the ranks' halves. So an element may also differ by rtol times the tensor's largest magnitude.
 double gradient_atol(const Tensor& ref_grad) {
@@ -55,7 +55,7 @@ void check_transformer_parity(MpFixture& f, const fsdp::FSDPOptions& options) {
     Generator gen(2000 + static_cast<uint64_t>(step));
     const Tensor src = randint(0, TransformerWithSharedParams::kVocab, {kSrcLen, ws * kLocalBatch}, DType::Int64, &gen);
     const Tensor tgt = randint(0, TransformerWithSharedParams::kVocab, {kTgtLen, ws * kLocalBatch}, DType::Int64, &gen);
-    // The seed sums the loss; FSDP averages gradients over ranks, so the whole-batch reference is the
+    // common_fsdp sums the loss; FSDP averages gradients over ranks, so the whole-batch reference is the
     // sum divided by the world size.
     const Tensor ref_loss = autograd::div(
         TransformerWithSharedParams::loss((*reference)(nn::TensorList{src, tgt})[0], tgt), static_cast<double>(ws));

@@ -1,14 +1,14 @@
-// The seed's MixtureOfExperts (common_fsdp.py): Sequential(Linear(8, 12), shared Linear(12, 23), expert
+// The MixtureOfExperts of torch's common_fsdp.py: Sequential(Linear(8, 12), shared Linear(12, 23), expert
 // Linear(23, 12), Linear(12, 8)) under the child "module".
 //
 // Each rank has an expert of its own: its values are drawn from seed 42 + rank, everything else from seed
 // 0, so the other layers are equal on every rank. Under FSDP the expert becomes a unit over a one-rank
-// group of its own (the seed's new_group([rank])): it is never sharded and its gradient is never
+// group of its own (common_fsdp's new_group([rank])): it is never sharded and its gradient is never
 // averaged with the other ranks'; `shared` is a unit over the whole group and the root takes the first
-// and last Linear. Without FSDP the seed averages the gradients of every parameter except the experts'
+// and last Linear. Without FSDP common_fsdp averages the gradients of every parameter except the experts'
 // over the ranks by hand (its run_backward), which is what the reference in fsdp_moe_test.cc does.
 //
-// delay_before_free_ms (the seed's delay before resharding the expert): a forward hook registered on the
+// delay_before_free_ms (common_fsdp's delay before resharding the expert): a forward hook registered on the
 // expert before fully_shard runs before FSDP's post-forward hook, so it sleeps right before the reshard.
 #pragma once
 
@@ -47,7 +47,7 @@ class MixtureOfExperts : public nn::Module {
 
   Tensor forward(const Tensor& x) override { return (*module)(x); }
 
-  // Whether `p` is one of this rank's expert parameters (the seed's `p.expert = True`).
+  // Whether `p` is one of this rank's expert parameters (common_fsdp's `p.expert = True`).
   bool is_expert(const Tensor& p) const {
     for (const Tensor& e : expert->parameters()) {
       if (e.unsafe_impl() == p.unsafe_impl()) return true;

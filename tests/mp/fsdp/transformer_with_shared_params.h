@@ -1,4 +1,4 @@
-// The seed's TransformerWithSharedParams (common_fsdp.py): the runtime's model kind "transformer"
+// The TransformerWithSharedParams of torch's common_fsdp.py: the runtime's model kind "transformer"
 // (runtime/models/fsdp_models.h), which the FSDP tests use directly.
 #pragma once
 

@@ -1,5 +1,6 @@
 // DDP's built-in comm hooks (parallel/ddp/default_hooks.h) on buckets built by hand: each hook's result
-// against the exact average of the ranks' gradients, with SPEC C.13's tolerances (allreduce rtol 1e-5
+// against the exact average of the ranks' gradients, with the tolerances of torch's
+// test_ddp_hooks.py (allreduce rtol 1e-5
 // atol 0; fp16 and quantization atol 1e-4; noop + manual allreduce equal to allreduce); bf16 with a
 // tolerance from its precision; the quantization hooks also bit for bit against a host re-implementation
 // of PyTorch's arithmetic.
@@ -202,7 +203,7 @@ TEST_CASE_METHOD(MpFixture, "comm hooks: noop_hook returns the local buffer; div
   const Tensor result = fut.value();
   CHECK(result.is_same(bucket.buffer()));
   CHECK_THAT(result, Equals(local));
-  // The seed's check: the noop result divided by ws and allreduced equals the allreduce hook's, exactly.
+  // test_ddp_hooks.py's check: the noop result divided by ws and allreduced equals the allreduce hook's, exactly.
   binary_(BinaryOp::Div, result, Scalar(size()));
   TensorList list{result};
   finish(pg->allreduce(list));

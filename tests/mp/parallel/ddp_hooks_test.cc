@@ -1,4 +1,5 @@
-// DDP's comm-hook protocol (SPEC C.12) and the Reducer's construction checks (ReducerTest, SPEC C.3):
+// DDP's comm-hook protocol (register_comm_hook, torch's test_c10d_gloo.py hook tests) and the Reducer's
+// construction checks (torch's ReducerTest):
 // the value a hook's future carries becomes the gradient, a hook registers once, a hook that returns a
 // tensor unlike the bucket fails the backward, is_last() marks only the last bucket, and a bucket may not
 // mix dtypes.
@@ -26,7 +27,7 @@ Future<Tensor> ready(Tensor t) {
   return f;
 }
 
-// SPEC C.12's ModuleForDdpCommHook: forward(x) = t0(x + rank).
+// torch's ModuleForDdpCommHook (test_c10d_common.py): forward(x) = t0(x + rank).
 class HookModule : public nn::Module {
  public:
   explicit HookModule(int rank) : nn::Module("ModuleForDdpCommHook"), rank_(rank) {

@@ -1,4 +1,4 @@
-// DDP join (SPEC C.11): rank r trains r + 1 iterations; the ranks that finish early shadow the others.
+// DDP join (PyTorch's ddp.join() for uneven inputs): rank r trains r + 1 iterations; the ranks that finish early shadow the others.
 // Every iteration's gradient is the sum of the active ranks' gradients over the initial world size (or
 // over the active ranks), and afterwards every rank holds the parameters of the last rank to finish.
 #include "autograd/engine.h"

@@ -1,4 +1,5 @@
-// Models and helpers the DDP tests share (SPEC C.5, C.16).
+// Models and helpers the DDP tests share (the models of torch's test_c10d_gloo.py and test_c10d_common.py
+// DDP tests: Task for the unused-parameter tests, ParityNet for the parity tests).
 #pragma once
 
 #include <memory>
@@ -33,7 +34,7 @@ class ParityNet : public nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2, fc3, unused;
 };
 
-// SPEC C.5's Task: p = ones(2, 2); forward p + x.
+// torch's Task (test_global_local_unused_params_grad): p = ones(2, 2); forward p + x.
 class Task : public nn::Module {
  public:
   Task() : nn::Module("Task") { p = register_parameter("p", ones({2, 2})); }

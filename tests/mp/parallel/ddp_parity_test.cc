@@ -1,7 +1,8 @@
-// DDP against a single process on the concatenated batch (SPEC C.16): each rank trains a DDP copy on its
-// slice of the global batch, a vanilla copy trains on the whole batch, and after every iteration the
-// gradients and parameters agree. Many small buckets (bucket_cap_mb = 0.001), with and without
-// gradient_as_bucket_view and find_unused_parameters; then no_sync, the bucket rebuild and the logging data.
+// DDP against a single process on the concatenated batch (torch's test_c10d_gloo.py DDP tests,
+// _test_ddp_with_process_group): each rank trains a DDP copy on its slice of the global batch, a vanilla copy
+// trains on the whole batch, and after every iteration the gradients and parameters agree. Many small buckets
+// (bucket_cap_mb = 0.001), with and without gradient_as_bucket_view and find_unused_parameters; then no_sync,
+// the bucket rebuild and the logging data.
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops/reduce.h"
@@ -249,7 +250,7 @@ TEST_CASE_METHOD(MpFixture, "ddp: an unused parameter without find_unused_parame
 
 TEST_CASE_METHOD(MpFixture, "ddp: globally unused parameters keep no grad, locally unused get the average",
                  "[ddp]") {
-  // SPEC C.5 test_global_local_unused_params_grad: rank 0 uses t0, the others t1; task_unused nowhere.
+  // torch's test_global_local_unused_params_grad: rank 0 uses t0, the others t1; task_unused nowhere.
   if (size() < 2) return;
   struct Tasks : nn::Module {
     Tasks() : nn::Module("Tasks") {

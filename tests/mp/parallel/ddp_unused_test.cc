@@ -1,4 +1,5 @@
-// DDP's unused-parameter and ignored-output scenarios of the seed (SPEC C.5, C.6): ReducerTest's mixed
+// DDP's unused-parameter and ignored-output scenarios of torch's test_c10d_gloo.py (test_ignored_output,
+// test_ignored_output_with_unused_parameters and test_global_local_unused_params_grad): ReducerTest's mixed
 // model with and without fc3, outputs discarded without backward, an empty local unused set that must still
 // take part in the used-map allreduce, and Adam over iterations whose used set changes.
 #include "autograd/engine.h"

@@ -1,5 +1,5 @@
 // Helpers for writing the conformance tests' expectations: small tensors from values, the closed forms of
-// SPEC B.5 (factorials, OR and XOR over ranges), and a Catch2 matcher that compares dtype, shape and values
+// torch's _basics expectations (factorials, OR and XOR over ranges), and a Catch2 matcher that compares dtype, shape and values
 // and prints both tensors when they differ.
 #pragma once
 
@@ -23,7 +23,7 @@ inline Tensor ints(const std::vector<int64_t>& values, DType dtype = DType::Int6
 inline Tensor floats(const std::vector<double>& values, DType dtype = DType::Float32) {
   return from_vector<double>(values, {static_cast<int64_t>(values.size())}).to(dtype);
 }
-// A one-element tensor, as the seed's torch.tensor([v]).
+// A one-element tensor, as torch's tests write torch.tensor([v]).
 inline Tensor scalar1(double v, DType dtype = DType::Float32) {
   return is_floating(dtype) ? floats({v}, dtype) : ints({static_cast<int64_t>(v)}, dtype);
 }
@@ -34,7 +34,8 @@ inline int64_t factorial(int64_t n) {
   for (int64_t i = 2; i <= n; ++i) f *= i;
   return f;
 }
-// OR and XOR of 0, 1, ..., m-1 (SPEC B.5's helper closed forms, computed directly).
+// OR and XOR of 0, 1, ..., m-1 (closed forms of the helpers torch's reduce
+// tests use, computed directly).
 inline int64_t or_range(int64_t m) {
   int64_t v = 0;
   for (int64_t i = 0; i < m; ++i) v |= i;

@@ -39,7 +39,8 @@ inline TensorList finish(const std::shared_ptr<Work>& work) {
   return work->result();
 }
 
-// A column of a [n, 2] tensor: n elements with stride 2, as the seed's t.expand(2, 2).contiguous()[:, 0].
+// A column of a [n, 2] tensor: n elements with stride 2, as torch's noncontiguous tests
+// build with t.expand(2, 2).contiguous()[:, 0].
 inline Tensor column_view(const Tensor& values) {
   const int64_t n = values.numel();
   Tensor wide = empty({n, 2}, TensorOptions(values.dtype(), values.device()));

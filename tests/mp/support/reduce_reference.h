@@ -28,7 +28,7 @@ std::vector<collectives::ReduceOp> all_reduce_ops();
 std::string case_name(collectives::ReduceOp op, DType dtype);
 
 // Whether a reduction with `op` on `dtype` must be refused.
-// The seed's simple_reduce_tests(rank, world_size) (SPEC B.5): one tensor per rank, float32 for SUM,
+// torch's simple_reduce_tests(rank, world_size) (test_c10d_gloo.py): one tensor per rank, float32 for SUM,
 // PRODUCT, MIN and MAX, int32 for BAND, BOR and BXOR, with the expected result of every rank.
 struct SimpleReduceCase {
   collectives::ReduceOp op;

@@ -1,4 +1,5 @@
-// The argument checks every backend runs before communicating (SPEC B.4 substrings).
+// The argument checks every backend runs before communicating (the error substrings torch's
+// test_c10d_gloo.py _checks tests match, e.g. test_broadcast_checks' "invalid root rank").
 #include <catch2/catch.hpp>
 
 #include "collectives/core/checks.h"

@@ -110,7 +110,7 @@ AllreduceOptions with_op(ReduceOp op) {
 }
 
 Tensor column_view(std::vector<float> values) {
-  // A stride-2 view, as torch's test_c10d_gloo non-contiguous cases build them.
+  // A stride-2 view, as torch's test_gather_noncontiguous_input builds them: t.expand(2, 2).contiguous()[:, 0].
   const auto n = static_cast<int64_t>(values.size());
   Tensor wide = zeros({n, 2});
   wide.select(1, 0).copy_(from_vector(values, {n}));

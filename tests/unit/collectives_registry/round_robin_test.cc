@@ -56,7 +56,8 @@ TEST_CASE("round robin: groups must agree on rank and size", "[collectives][roun
   REQUIRE_THROWS_WITH(RoundRobinProcessGroup({fake("a"), fake("b", 1, 2)}), Contains("same rank and size"));
 }
 
-TEST_CASE("round robin: create and destroy twice leaves no thread behind (SPEC B.9)", "[collectives][round_robin]") {
+TEST_CASE("round robin: create and destroy twice leaves no thread behind (test_round_robin_create_destroy)",
+          "[collectives][round_robin]") {
   const int before = testing::thread_count();
   for (int round = 0; round < 2; ++round) {
     auto rr = std::make_shared<RoundRobinProcessGroup>(std::vector<std::shared_ptr<ProcessGroup>>{fake("a"), fake("b")});

@@ -101,7 +101,8 @@ TEST_CASE("world: init, the default group and the errors before and after", "[co
   REQUIRE(w.store->check({"braid/0/world/k"}));
 }
 
-TEST_CASE("world: new_group names, ranks and the membership errors (SPEC B.8)", "[collectives][world]") {
+TEST_CASE("world: new_group names, ranks and the membership errors (as torch's _test_rank_membership)",
+          "[collectives][world]") {
   OneRankWorld w;
   // In a one-rank world every group spans the whole world, so each is an ordinary all-rank group
   // "group-N" (as on every rank of a larger world); identical member lists still get distinct names.

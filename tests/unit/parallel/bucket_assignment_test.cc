@@ -1,4 +1,4 @@
-// compute_bucket_assignment_by_size against SPEC C.3's table (PyTorch's ComputeBucketAssignmentTest).
+// compute_bucket_assignment_by_size against the cases of PyTorch's ComputeBucketAssignmentTest.
 #include <catch2/catch.hpp>
 
 #include "parallel/ddp/bucket_assignment.h"

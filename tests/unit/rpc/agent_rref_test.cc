@@ -82,7 +82,8 @@ TEST_CASE("an owner RRef made by remote() to self travels as an argument of call
   AgentJob job(2, testing::test_registry(), {}, transport);
   {
     RRef c = job[0].remote(job[0].self(), "Counter", {Value(int64_t{3})});
-    // The function gets the owner's handle back (seed 000's get_remote_grads(module_rref, ...) on worker0).
+    // The function gets the owner's handle back (as get_remote_grads(module_rref, ...)
+    // of torch's ddp_under_dist_autograd_test.py does on worker0).
     CHECK(job[0].call_sync(job[0].self(), "bump_through", {Value(c), Value(int64_t{2})}).as_int() == 5);
     RRef back = job[0].call_sync(job[0].self(), "identity_rref", {Value(c)}).as_rref();
     CHECK(back.is_owner());

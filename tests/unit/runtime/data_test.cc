@@ -1,6 +1,7 @@
 // Datasets (runtime/data/dataset.h): Batch views; the synthetic teacher's determinism, label shapes and
 // disjoint test split; CSV files, good and each malformed kind with its message; binary files round trip
-// and reject corruption; seed 000's sixteen examples and its trainers' blocks; the committed digits files.
+// and reject corruption; the hybrid job's sixteen examples and its trainers' blocks; the committed digits
+// files.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -341,9 +342,10 @@ TEST_CASE("binary files: classes and regression round trip, and corruption is re
   }
 }
 
-TEST_CASE("seed000: the seed's sixteen examples, and trainer t gets block t", "[runtime][data]") {
+TEST_CASE("hybrid_examples: get_training_examples()'s sixteen examples, and trainer t gets block t",
+          "[runtime][data]") {
   DataSpec spec;
-  spec.kind = DataKind::Seed000;
+  spec.kind = DataKind::HybridExamples;
   spec.partition = Partition::Contiguous;
   spec.shuffle = false;
   const auto d = make_dataset(spec, Split::Train);
@@ -352,7 +354,8 @@ TEST_CASE("seed000: the seed's sixteen examples, and trainer t gets block t", "[
   CHECK(d->num_features() == 0);
   CHECK(make_dataset(spec, Split::Test) == nullptr);
 
-  // get_training_examples(): value, x, y, z written out from the seed's loops.
+  // get_training_examples() of PyTorch's ddp_under_dist_autograd_test.py: value, x, y, z written out from
+  // its loops.
   const float kRows[16][4] = {{-1, 1, -1, 0}, {-1, 1, -1, 1}, {-1, 1, 1, 0},  {-1, 1, 1, 1},
                               {-1, -1, -1, 0}, {-1, -1, -1, 1}, {-1, -1, 1, 0}, {-1, -1, 1, 1},
                               {1, -1, 1, 0},  {1, -1, 1, 1},  {1, -1, -1, 0}, {1, -1, -1, 1},

@@ -92,7 +92,7 @@ TEST_CASE("every section of a full job file is read", "[job]") {
   CHECK(job.model.args["num_embeddings"] == 100);
   CHECK(job.model.args["sparse"] == true);
   CHECK(job.loss == LossKind::WeightedSum);
-  CHECK(job.data.kind == DataKind::Seed000);
+  CHECK(job.data.kind == DataKind::HybridExamples);
   CHECK(job.data.partition == Partition::Contiguous);
   CHECK(job.data.micro_batch == 2);
   CHECK(job.optimizer.lr == 0.05);
@@ -331,7 +331,7 @@ TEST_CASE("enum names are the job file's words", "[job]") {
   CHECK(to_string(DdpMode::Inside) == "inside");
   CHECK(to_string(LossKind::CrossEntropy) == "cross_entropy");
   CHECK(to_string(OptimizerKind::AdamW) == "adamw");
-  CHECK(to_string(DataKind::Seed000) == "seed000");
+  CHECK(to_string(DataKind::HybridExamples) == "hybrid_examples");
   CHECK(to_string(ShardingStrategy::HybridShard) == "hybrid_shard");
 }
 

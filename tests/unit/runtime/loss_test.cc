@@ -44,14 +44,15 @@ TEST_CASE("loss: weighted_sum broadcasts output [B, 1] against values [N] as PyT
   autograd::backward(loss);
   CHECK(equal(autograd::grad(out), from_vector(std::vector<float>{6, 6}, {2, 1})));
 
-  // Seed 000's trainer 0 (SPEC E.5): output [[-3.5], [-3.5], [3.5], [3.5]] and values all -1. The
+  // Trainer 0 of the hybrid job (PyTorch's ddp_under_dist_autograd_test.py, mode NONE): output
+  // [[-3.5], [-3.5], [3.5], [3.5]] and values all -1. The
   // products are [4, 4], so every output row's gradient is sum(values) = -4 (a row-wise weighting would
   // give -1).
-  const Tensor seed_out = leaf({-3.5f, -3.5f, 3.5f, 3.5f}, {4, 1});
-  const Tensor seed_loss = compute_loss(LossKind::WeightedSum, seed_out, full({4}, -1.0f));
-  CHECK(seed_loss.item<double>() == 0.0);
-  autograd::backward(seed_loss);
-  CHECK(equal(autograd::grad(seed_out), full({4, 1}, -4.0f)));
+  const Tensor hybrid_out = leaf({-3.5f, -3.5f, 3.5f, 3.5f}, {4, 1});
+  const Tensor hybrid_loss = compute_loss(LossKind::WeightedSum, hybrid_out, full({4}, -1.0f));
+  CHECK(hybrid_loss.item<double>() == 0.0);
+  autograd::backward(hybrid_loss);
+  CHECK(equal(autograd::grad(hybrid_out), full({4, 1}, -4.0f)));
   // Where the two readings differ in value: row-wise [1, 2] . [3, 5] = 13, broadcast 3 * 8 = 24.
   CHECK(compute_loss(LossKind::WeightedSum, leaf({1, 2}, {2, 1}), from_vector(std::vector<float>{3, 5}, {2}))
             .item<double>() == 24.0);

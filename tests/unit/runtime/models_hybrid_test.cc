@@ -1,6 +1,7 @@
-// The "hybrid" model (seed 000) built from the registry in a one-worker RPC job: its remote parts are made
-// through RemoteModule on "worker0" (this process, through the same RPC path as across processes), and
-// trainer 0's forward and distributed backward match the seed's golden values (SPEC E.5).
+// The "hybrid" model (the parameter-server model of PyTorch's ddp_under_dist_autograd_test.py) built from
+// the registry in a one-worker RPC job: its remote parts are made through RemoteModule on "worker0" (this
+// process, through the same RPC path as across processes), and trainer 0's forward and distributed backward
+// give the values PyTorch gives (tests/mp/dist_autograd/hybrid_reference.txt).
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -40,7 +41,7 @@ std::vector<std::shared_ptr<dist_autograd::RemoteModule>> make_remote_parts(cons
 
 }  // namespace
 
-TEST_CASE("models: hybrid's remote parts are the seed's RemoteEM(2, 3) and RemoteNet(5, 3)", "[models][hybrid]") {
+TEST_CASE("models: hybrid's remote parts are RemoteEM(2, 3) and RemoteNet(5, 3)", "[models][hybrid]") {
   const ModelDefinition& def = get_model("hybrid");
   CHECK(def.supports_inside_ddp);
   const std::vector<RemotePart> parts = def.remote_parts(json::object());
@@ -63,7 +64,7 @@ TEST_CASE("models: hybrid's remote parts are the seed's RemoteEM(2, 3) and Remot
                     Catch::Matchers::Contains("build needs its 2 remote parts (em, net)"));
 }
 
-TEST_CASE("models: hybrid forward and distributed backward give seed 000's trainer-0 values", "[models][hybrid]") {
+TEST_CASE("models: hybrid forward and distributed backward give PyTorch's trainer-0 values", "[models][hybrid]") {
   register_hybrid_module_classes();  // before the RPC job starts, as on a worker
   dist_autograd::testing::SoloRpc job;
   const ModelDefinition& def = get_model("hybrid");
@@ -77,7 +78,7 @@ TEST_CASE("models: hybrid forward and distributed backward give seed 000's train
   CHECK(names == std::vector<std::string>{"fc1.weight", "fc2.weight"});
   CHECK(equal(hybrid->fc1()->weight(), floats({-1, 1, 1, 1}, {2, 2})));
 
-  // Trainer 0's mini-batch (SPEC E.3).
+  // Trainer 0's mini-batch: the first block of four of get_training_examples().
   const Tensor dense = floats({1, -1, 1, -1, 1, 1, 1, 1}, {4, 2});
   const Tensor sparse = from_vector(std::vector<int64_t>{0, 1, 0, 1}, {4});
   const Tensor values = full({4}, -1.0f);
@@ -91,7 +92,8 @@ TEST_CASE("models: hybrid forward and distributed backward give seed 000's train
     const dist_autograd::GradientMap grads = dist_autograd::get_gradients(ctx.id());
     CHECK(equal(grads.at(hybrid->fc1()->weight()), floats({-32, -16, 0, -16}, {2, 2})));
     CHECK(equal(grads.at(hybrid->fc2()->weight()), floats({-56, -28, -28}, {1, 3})));
-    // The worker's side (this process): em.weight all 0, RemoteNet's fc.weight as the golden table.
+    // The worker's side (this process): em.weight all 0, RemoteNet's fc.weight as PyTorch gives it
+    // (hybrid_reference.txt).
     const auto em = dist_autograd::local_module(b.remote[0]->module_rref());
     const auto net = dist_autograd::local_module(b.remote[1]->module_rref());
     CHECK(equal(grads.at(em->parameter("em.weight")), zeros({2, 3})));

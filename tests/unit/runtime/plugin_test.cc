@@ -93,7 +93,7 @@ TEST_CASE("plugins: one of everything registers and is used by name", "[plugin]"
                Contains("ddp.comm_hook: unknown comm hook 'fp8'") && Contains("logged_allreduce (plugin " + lib + ")"));
     CHECK_THAT(error_of([] { validate_job_model(job_with("data: {kind: rampp}\n")); }),
                Contains("data.kind: unknown data kind 'rampp' (did you mean 'ramp'?) (known: synthetic, csv, binary, "
-                        "npy, seed000, ramp (plugin " + lib + "))"));
+                        "npy, hybrid_examples, ramp (plugin " + lib + "))"));
     CHECK_THAT(error_of([] { get_model("throwing_nett"); }),
                Contains("unknown model 'throwing_nett'") && Contains("throwing_net (plugin " + lib + ")"));
   }

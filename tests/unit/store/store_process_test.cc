@@ -289,7 +289,7 @@ TEST_CASE("rendezvous: env://, tcp:// and file:// give a working store", "[store
 }
 
 TEST_CASE("store timeout: a default-store get on a missing key fails with 'timeout' in under 3 s", "[store]") {
-  // The seed's test_default_store_timeout, for both URL forms.
+  // torch's TimeoutTest.test_default_store_timeout_gloo, for both URL forms.
   auto clean = clean_launch_env();
   const std::string path = temp_path("tmo");
   for (const std::string& url : {"file://" + path, std::string("tcp://127.0.0.1:0")}) {
