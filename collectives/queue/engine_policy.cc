@@ -61,12 +61,13 @@ EnginePolicy EnginePolicy::resolve(std::string_view network, const BackendOption
 }
 
 bool EnginePolicy::local_first(const OpTraits& op, const Engine* local, std::string* why) const {
+  // Every op asks: the reason is written only when someone reads it (the debug log).
   auto no = [&](const char* reason) {
     if (why != nullptr) *why = reason;
     return false;
   };
-  auto yes = [&](std::string reason) {
-    if (why != nullptr) *why = std::move(reason);
+  auto yes = [&](const char* reason) {
+    if (why != nullptr) *why = fmt::format("{} B {}", op.bytes, reason);
     return true;
   };
   if (local == nullptr) return no("no local engine");
@@ -77,17 +78,17 @@ bool EnginePolicy::local_first(const OpTraits& op, const Engine* local, std::str
   switch (op.kind) {
     case OpKind::Broadcast:
     case OpKind::Allgather:
-      return within ? yes(fmt::format("{} B <= local_max_bytes", op.bytes)) : no("above local_max_bytes");
+      return within ? yes("<= local_max_bytes") : no("above local_max_bytes");
     case OpKind::Allreduce:
       if (!reducible) return no("the local engine reduces only float32/float64 SUM");
-      if (pool_bytes > 0 && op.bytes >= pool_min_bytes) return yes(fmt::format("{} B >= pool_min_bytes", op.bytes));
-      return within ? yes(fmt::format("{} B <= local_max_bytes", op.bytes)) : no("above local_max_bytes");
+      if (pool_bytes > 0 && op.bytes >= pool_min_bytes) return yes(">= pool_min_bytes");
+      return within ? yes("<= local_max_bytes") : no("above local_max_bytes");
     case OpKind::ReduceScatter:
       if (!reducible) return no("the local engine reduces only float32/float64 SUM");
-      return within ? yes(fmt::format("{} B <= local_max_bytes", op.bytes)) : no("above local_max_bytes");
+      return within ? yes("<= local_max_bytes") : no("above local_max_bytes");
     case OpKind::Alltoall:
     case OpKind::Barrier:
-      return local_max_bytes > 0 ? yes("local_max_bytes > 0") : no("local_max_bytes is 0");
+      return local_max_bytes > 0 ? yes("(local_max_bytes > 0)") : no("local_max_bytes is 0");
     case OpKind::AllreduceCoalesced:
     case OpKind::Reduce:
     case OpKind::Gather:

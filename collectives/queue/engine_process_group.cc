@@ -56,10 +56,7 @@ EngineProcessGroup::EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine>
 }
 
 EngineProcessGroup::~EngineProcessGroup() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
+  stopping_.store(true, std::memory_order_release);
   // Every queued op completes or times out while the engines still exist; then the threads that read the
   // queue stop, and the members go in reverse order: the engines last.
   queue_.shutdown();
@@ -71,12 +68,9 @@ checks::Caller EngineProcessGroup::caller(std::string_view op) const {
 }
 
 void EngineProcessGroup::throw_if_unusable(const char* op) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) {
-      BRAID_THROW(CommError, "{} on group '{}' (rank {}/{}, {}): the group is shut down", op, name(), rank(), size(),
-                  backend_name());
-    }
+  if (stopping_.load(std::memory_order_acquire)) {
+    BRAID_THROW(CommError, "{} on group '{}' (rank {}/{}, {}): the group is shut down", op, name(), rank(), size(),
+                backend_name());
   }
   health_.throw_if_broken(op);
 }
@@ -151,7 +145,8 @@ void EngineProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, Body&&
   // completion finds them released (FSDP's full gradients die with its node; AccumulateGrad keeps a
   // shard gradient without copying it only when nobody else holds it).
   Body body = std::move(queued_body);
-  if (const std::string broken = health_.broken(); !broken.empty()) {
+  if (health_.is_broken()) {
+    const std::string broken = health_.broken();
     work.finish_with_error(std::make_exception_ptr(CommError(fmt::format(
         "{}: not run because the group broke before it started. First failure: {}", ctx.what, broken))));
     return;

@@ -25,6 +25,7 @@
 // Thread-safety: calls may come from any thread (see ProcessGroup for the ordering rule).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -126,8 +127,8 @@ class EngineProcessGroup final : public ProcessGroup {
   OpQueue queue_;
   HealthMonitor health_;
   std::atomic<uint64_t> monitored_barriers_{0};
-  mutable std::mutex mu_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
   // Works that may not be complete yet, for barrier's "implies wait".
   std::vector<std::weak_ptr<Work>> in_flight_;  // GUARDED_BY(mu_)
 };

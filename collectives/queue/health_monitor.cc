@@ -60,6 +60,7 @@ std::string HealthMonitor::broken() const {
 }
 
 void HealthMonitor::throw_if_broken(const char* op) const {
+  if (!is_broken()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!broken_.empty()) {
     BRAID_THROW(CommError, "{} on group '{}' (rank {}/{}, {}): the group is broken since an earlier op failed; "
@@ -71,6 +72,7 @@ void HealthMonitor::record_failure(const std::string& what) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.empty()) broken_ = what;
+    is_broken_.store(true, std::memory_order_release);
   }
   logging::get("braid.collectives")->error("{}", what);
 }

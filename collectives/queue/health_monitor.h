@@ -11,6 +11,7 @@
 // when the group has a store and joined by stop() (docs/THREADING.md).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -38,6 +39,8 @@ class HealthMonitor {
 
   // BRAID_DEBUG=DETAIL: whether ops exchange fingerprints.
   bool detail() const { return detail_; }
+  // Whether an op failed (one atomic load: every op asks before it runs).
+  bool is_broken() const { return is_broken_.load(std::memory_order_acquire); }
   // The group's failure, once it is broken ("" while it is healthy).
   std::string broken() const;
   // Throws CommError "<op> on group ...: the group is broken since an earlier op failed" once broken.
@@ -66,6 +69,7 @@ class HealthMonitor {
   std::condition_variable cv_;
   bool stopping_ = false;        // GUARDED_BY(mu_)
   std::string broken_;           // GUARDED_BY(mu_)
+  std::atomic<bool> is_broken_{false};  // set once broken_ is
   uint64_t published_seq_ = 0;   // GUARDED_BY(mu_)
   std::thread publisher_;
 };
