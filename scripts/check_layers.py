@@ -294,7 +294,7 @@ def self_test():
 
     clean = {
         "tensor/tensor.h": '#include <vector>\n#include "base/error.h"\n#include "tensor/dtype.h"\n',
-        "collectives/nccl/process_group_nccl.cc": '#include <nccl.h>\n#include "store/store.h"\n',
+        "collectives/nccl/nccl_engine.cc": '#include <nccl.h>\n#include "store/store.h"\n',
         "cli/main.cc": '#include <CLI/CLI.hpp>\n#include "runtime/build_info.h"\n#include "bench/rpc/rpc_bench.h"\n',
         "runtime/CMakeLists.txt": "braid_add_library(runtime SOURCES a.cc\n  DEPS braid::parallel braid::base\n"
                                   "  PRIVATE_DEPS braid_warnings braid_nccl_lib)\n",
@@ -313,22 +313,22 @@ def self_test():
                                 "target_link_libraries(bench_tests PRIVATE braid::bench braid::runtime)\n"
                                 "add_dependencies(runtime_tests my_net_plugin)\n",
         # examples/ may use the public headers of every layer but bench.
-        "examples/collectives_demo.cc": '#include "collectives/backends/world.h"\n#include "runtime/plugin/plugin.h"\n',
+        "examples/collectives_demo.cc": '#include "collectives/registry/group_registry.h"\n#include "runtime/plugin/plugin.h"\n',
         "examples/CMakeLists.txt": "add_executable(${name} ${name}.cc)\n"
-                                   "braid_add_mpi_example(collectives_demo DEPS braid::collectives_backends)\n"
+                                   "braid_add_mpi_example(collectives_demo DEPS braid::collectives_registry)\n"
                                    "add_library(my_net_plugin MODULE custom_model/my_net.cc)\n"
                                    "target_link_libraries(my_net_plugin PRIVATE braid::braid)\n",
     }
     # The sub-layer layout, clean: each sub-folder includes the levels below it; the registry every engine.
     layered = {
         "collectives/core/process_group.h": '#include "tensor/tensor.h"\n#include "store/store.h"\n',
-        "collectives/queue/queued_process_group.h": '#include "collectives/core/process_group.h"\n',
-        "collectives/shm/shm_pool.cc": '#include "collectives/queue/queued_process_group.h"\n',
-        "collectives/mpi/process_group_mpi.cc": '#include "collectives/queue/queued_process_group.h"\n'
+        "collectives/queue/engine_process_group.h": '#include "collectives/core/process_group.h"\n',
+        "collectives/shm/shm_engine.cc": '#include "collectives/queue/engine_process_group.h"\n',
+        "collectives/mpi/mpi_engine.cc": '#include "collectives/queue/engine_process_group.h"\n'
                                                 '#include "collectives/core/process_group.h"\n'
                                                 '#include "collectives/mpi/mpi_types.h"\n',
-        "collectives/gloo/process_group_gloo.cc": '#include "collectives/queue/queued_process_group.h"\n',
-        "collectives/registry/backends.cc": "".join(f'#include "collectives/{e}/process_group_{e}.h"\n'
+        "collectives/gloo/gloo_engine.cc": '#include "collectives/queue/engine_process_group.h"\n',
+        "collectives/registry/engine_factory.cc": "".join(f'#include "collectives/{e}/{e}_engine.h"\n'
                                                     for e in ("shm", "mpi", "gloo", "nccl")),
         "collectives/process_group.h": '#include "collectives/mpi/process_group_mpi.h"\n',  # top level: free
     }
@@ -393,11 +393,11 @@ def self_test():
          {**layered, "collectives/queue/lanes.cc": '#include "collectives/nccl/work_nccl.h"\n'},
          ["collectives/queue/lanes.cc:1: collectives -> collectives"], SELF_TEST_SUBLAYERS),
         ("sub-layers: core including the registry",
-         {**layered, "collectives/core/work.h": '#include "collectives/registry/backends.h"\n'},
+         {**layered, "collectives/core/work.h": '#include "collectives/registry/engine_factory.h"\n'},
          ["collectives/core/work.h:1: collectives -> collectives"], SELF_TEST_SUBLAYERS),
         ("sub-layers: a level between the engines and the registry including an engine",
-         {**layered, "collectives/select/policy.cc": '#include "collectives/shm/shm_pool.h"\n'
-                                                     '#include "collectives/queue/queued_process_group.h"\n'},
+         {**layered, "collectives/select/policy.cc": '#include "collectives/shm/shm_engine.h"\n'
+                                                     '#include "collectives/queue/engine_process_group.h"\n'},
          ["collectives/select/policy.cc:1: collectives -> collectives"],
          {"collectives": SELF_TEST_SUBLAYERS["collectives"][:3] + [["select"], ["registry"]]}),
         ("sub-layers: a sub-folder on two levels", {}, ["SUBLAYERS[collectives]: mpi/ is on more than one level"],
