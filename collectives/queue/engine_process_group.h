@@ -115,12 +115,11 @@ class EngineProcessGroup final : public ProcessGroup {
   checks::Caller caller(std::string_view op) const;
   void throw_if_unusable(const char* op) const;
   std::vector<std::shared_ptr<Work>> incomplete_works();
-  // The checks every op with tensors makes of where they live.
-  void check_devices(const checks::Caller& c, const TensorList& ts) const;
 
   const GroupShape shape_;
   const Config config_;
-  // Declared in destruction order's reverse: the engines outlive the router, queue and monitor that use them.
+  // Members go in reverse order: the engines, declared first, outlive the router, queue and monitor that use
+  // them (the destructor also drains the queue and stops the monitor before any member goes).
   std::unique_ptr<Engine> network_;
   std::unique_ptr<Engine> local_;
   EngineRouter router_;
