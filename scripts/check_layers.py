@@ -24,17 +24,19 @@ from pathlib import Path
 # fails when they differ.
 ALLOWED = {
     "base": set(),
+    "security": {"base"},
     "tensor": {"base"},
-    "store": {"base"},
+    "store": {"security", "base"},
     "autograd": {"tensor", "base"},
-    "collectives": {"tensor", "store", "base"},
-    "rpc": {"tensor", "store", "base"},
+    "collectives": {"tensor", "store", "security", "base"},
+    "rpc": {"tensor", "store", "security", "base"},
     "nn": {"autograd", "tensor", "base"},
     "parallel": {"nn", "autograd", "collectives", "tensor", "base"},
     "dist_autograd": {"nn", "autograd", "rpc", "tensor", "base"},
-    "runtime": {"parallel", "dist_autograd", "nn", "autograd", "collectives", "rpc", "store", "tensor", "base"},
-    "bench": {"runtime", "parallel", "dist_autograd", "nn", "autograd", "collectives", "rpc", "store", "tensor",
-              "base"},
+    "runtime": {"parallel", "dist_autograd", "nn", "autograd", "collectives", "rpc", "store", "security", "tensor",
+                "base"},
+    "bench": {"runtime", "parallel", "dist_autograd", "nn", "autograd", "collectives", "rpc", "store", "security",
+              "tensor", "base"},
     "cli": {"bench", "runtime", "base"},
 }
 LAYERS = list(ALLOWED)

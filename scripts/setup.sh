@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev
   nlohmann-json3-dev
   libyaml-cpp-dev
+  libssl-dev
 )
 
 missing=()

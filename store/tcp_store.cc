@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "base/deadline.h"
 #include "base/logging.h"
+#include "security/asio_handshake.h"
 #include "store/tcp_protocol.h"
 #include "store/tcp_store_server.h"
 
@@ -28,7 +29,8 @@ constexpr size_t kMaxIdleConnections = 8;
 // connection must be discarded).
 class TCPStore::Connection {
  public:
-  Connection(const std::string& host, uint16_t port, Deadline deadline) : socket_(io_) {
+  Connection(const std::string& host, uint16_t port, const security::JobSecret& secret, Deadline deadline)
+      : socket_(io_) {
     std::string last_error = "no attempt";
     auto pause = Millis(10);
     while (true) {
@@ -55,6 +57,7 @@ class TCPStore::Connection {
     }
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
+    authenticate(host, port, secret, deadline);
   }
 
   // Returns the response body, or nullopt when the deadline passed first.
@@ -84,6 +87,25 @@ class TCPStore::Connection {
   }
 
  private:
+  // A refusal is final (no retry): a server that does not share our secret will not start to.
+  void authenticate(const std::string& host, uint16_t port, const security::JobSecret& secret, Deadline deadline) {
+    security::HandshakeResult result;
+    bool done = false;
+    security::async_client_handshake(socket_, secret, security::Service::kStore,
+                                     [&](const security::HandshakeResult& r) {
+                                       result = r;
+                                       done = true;
+                                     });
+    if (!run_until(done, deadline)) {
+      BRAID_THROW(TimeoutError, "TCPStore client: {}:{} did not finish the authentication before the timeout", host,
+                  port);
+    }
+    if (!result.ok()) {
+      BRAID_THROW(CommError, "TCPStore client: authentication with {}:{} failed: {} (this process's secret: {}, from "
+                  "{})", host, port, result.describe(), secret.fingerprint(), secret.source());
+    }
+  }
+
   // Runs the loop until `done` or the deadline; on the deadline closes the socket (cancelling the operation)
   // and returns false.
   bool run_until(bool& done, Deadline deadline) {
@@ -114,9 +136,12 @@ class TCPStore::Connection {
 };
 
 TCPStore::TCPStore(std::string host, uint16_t port, TcpStoreOptions options)
-    : Store(options.timeout), host_(std::move(host)), port_(port) {
+    : Store(options.timeout),
+      host_(std::move(host)),
+      port_(port),
+      secret_(options.secret ? *options.secret : security::job_secret()) {
   if (options.is_master) {
-    server_ = std::make_unique<TcpStoreServer>(host_, port_);
+    server_ = std::make_unique<TcpStoreServer>(host_, port_, secret_);
     port_ = server_->port();
   }
   const int64_t joined = add(kWorkersKey, 1);
@@ -151,7 +176,7 @@ std::unique_ptr<TCPStore::Connection> TCPStore::acquire(Millis timeout) {
       return c;
     }
   }
-  return std::make_unique<Connection>(host_, port_, Deadline::after(timeout));
+  return std::make_unique<Connection>(host_, port_, secret_, Deadline::after(timeout));
 }
 
 void TCPStore::release(std::unique_ptr<Connection> conn) {

@@ -4,15 +4,18 @@
 // Each call borrows a connection from a small pool, so calls from several threads run concurrently (a
 // thread blocked in get() does not hold up another's set()). A connection that saw a timeout or an error
 // is discarded, never reused. Clients retry connecting, with back-off, until the store timeout: workers
-// may start before the master.
+// may start before the master. Every connection first proves both ends hold the job secret
+// (security/handshake.h); a server that refuses ours fails the call with a CommError at once.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "security/job_secret.h"
 #include "store/store.h"
 
 namespace braid::store {
@@ -28,6 +31,9 @@ struct TcpStoreOptions {
   bool wait_for_workers = true;
   // Default timeout of blocking calls and of connecting.
   Millis timeout = kDefaultStoreTimeout;
+  // The secret the server demands and the client proves (docs/SECURITY.md); unset: the process's
+  // (security::job_secret()). A client with another secret is refused with a CommError.
+  std::optional<security::JobSecret> secret;
 };
 
 class TCPStore final : public Store {
@@ -65,6 +71,7 @@ class TCPStore final : public Store {
 
   std::string host_;
   uint16_t port_;
+  const security::JobSecret secret_;
   std::unique_ptr<TcpStoreServer> server_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_;  // GUARDED_BY(pool_mu_)

@@ -10,6 +10,8 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "security/asio_handshake.h"
+#include "security/listen_address.h"
 #include "store/tcp_protocol.h"
 
 namespace braid::store {
@@ -20,15 +22,20 @@ using wire::Command;
 
 namespace {
 
-// Where the master listens when told `host`: an address as given; "localhost" as 127.0.0.1; a host name
-// (Slurm's first node, a MASTER_ADDR such as "node01") on every address of its family. Binding the name's
-// own address would be wrong: Debian maps a machine's name to 127.0.1.1 on that machine, while the other
-// machines reach it by its network address. PyTorch's TCPStore listens on every address too.
+// Where the master listens when told `host` (docs/SECURITY.md, "Exposure"): never on every interface
+// unless BRAID_BIND_ANY asks. An address as given; "localhost" as 127.0.0.1; with BRAID_SOCKET_IFNAME, that
+// interface's address; a host name (Slurm's first node, a MASTER_ADDR such as "node01") on its first
+// address that is not loopback, which is where the other hosts reach it. Debian maps a machine's own name
+// to 127.0.1.1 on that machine: a name with only loopback addresses here is bound there, and the log says
+// that other hosts cannot reach it.
 asio::ip::address listen_address(const std::string& host) {
   if (host == "localhost") return asio::ip::make_address_v4("127.0.0.1");
   boost::system::error_code ec;
   const auto literal = asio::ip::make_address(host, ec);
   if (!ec) return literal;
+  if (security::bind_any_requested()) return asio::ip::address_v4::any();
+  const std::string chosen = security::listen_host("");
+  if (!chosen.empty()) return asio::ip::make_address(chosen);
   asio::io_context io;
   tcp::resolver resolver(io);
   const auto found = resolver.resolve(host, "", ec);
@@ -36,15 +43,23 @@ asio::ip::address listen_address(const std::string& host) {
     BRAID_THROW(CommError, "TCPStore server: cannot resolve the host name '{}': {}", host,
                 ec ? ec.message() : "no address");
   }
-  if (found.begin()->endpoint().address().is_v6()) return asio::ip::address_v6::any();
-  return asio::ip::address_v4::any();
+  for (const auto& entry : found) {
+    if (!entry.endpoint().address().is_loopback()) return entry.endpoint().address();
+  }
+  const auto loopback = found.begin()->endpoint().address();
+  logging::get("braid.store")->info(
+      "TCPStore server: '{}' resolves only to loopback ({}) here, so the store listens there and other hosts "
+      "cannot reach it; a job across hosts sets MASTER_ADDR to an address or BRAID_SOCKET_IFNAME", host,
+      loopback.to_string());
+  return loopback;
 }
 
 }  // namespace
 
 class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer::Impl> {
  public:
-  Impl(const std::string& host, uint16_t port) : acceptor_(io_) {
+  Impl(const std::string& host, uint16_t port, security::JobSecret secret, Millis handshake_timeout)
+      : acceptor_(io_), secret_(std::move(secret)), handshake_timeout_(handshake_timeout) {
     const tcp::endpoint ep(listen_address(host), port);
     boost::system::error_code ec;
     acceptor_.open(ep.protocol(), ec);
@@ -85,6 +100,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer:
 
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  const security::JobSecret secret_;
+  const Millis handshake_timeout_;
   std::map<std::string, Bytes> data_;
   std::deque<Waiter> waiters_;
   std::set<std::shared_ptr<Session>> sessions_;
@@ -94,11 +111,33 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer:
 // exist; meanwhile a one-byte read detects the client hanging up (it never sends during a wait).
 class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Impl& server, tcp::socket socket) : server_(server), socket_(std::move(socket)) {}
-
-  void start() { read_header(); }
-  void close() {
+  Session(Impl& server, tcp::socket socket) : server_(server), socket_(std::move(socket)), timer_(server.io_) {
     boost::system::error_code ec;
+    const auto ep = socket_.remote_endpoint(ec);
+    peer_ = ec ? std::string("an unknown address") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  }
+
+  // Nothing is read from the client, and no frame is sized, before it proved it holds the job secret.
+  void start() {
+    timer_.expires_after(server_.handshake_timeout_);
+    timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->authenticated_) return;
+      self->refuse(fmt::format("no authentication within {} ms", self->server_.handshake_timeout_.count()));
+    });
+    security::async_server_handshake(socket_, server_.secret_, security::Service::kStore,
+                                     [self = shared_from_this()](const security::HandshakeResult& r) {
+                                       if (self->closed_) return;
+                                       if (!r.ok()) return self->refuse("authentication failed: " + r.describe());
+                                       self->authenticated_ = true;
+                                       self->timer_.cancel();
+                                       self->read_header();
+                                     });
+  }
+  void close() {
+    closed_ = true;
+    boost::system::error_code ec;
+    timer_.cancel();
     socket_.close(ec);
   }
   void reply(Bytes body) {
@@ -155,6 +194,13 @@ class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Sessio
     Bytes out = server_.handle_from_loop(shared_from_this(), static_cast<Command>(cmd.value_or(0)), r, deferred);
     if (!deferred) reply(std::move(out));
   }
+  // An unauthenticated client learns nothing: the connection just closes.
+  void refuse(const std::string& why) {
+    if (closed_) return;
+    logging::get("braid.store")->warn("TCPStore server: refused a connection from {}: {}", peer_, why);
+    close();
+    server_.sessions_.erase(shared_from_this());
+  }
   void drop(const std::string& why) {
     if (!why.empty() && why.find("while waiting") == std::string::npos) {
       logging::get("braid.store")->error("TCPStore server: closing connection: {}", why);
@@ -165,6 +211,10 @@ class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Sessio
 
   Impl& server_;
   tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::string peer_;
+  bool authenticated_ = false;
+  bool closed_ = false;
   std::array<uint8_t, 8> header_{};
   std::array<uint8_t, 1> probe_{};
   bool waiting_ = false;
@@ -335,8 +385,9 @@ Bytes TcpStoreServer::Impl::handle_from_loop(const std::shared_ptr<Session>& s, 
   return fail("malformed request (unknown command or bad fields)");
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
-    : impl_(std::make_shared<Impl>(host, port)) {
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, security::JobSecret secret,
+                               Millis handshake_timeout)
+    : impl_(std::make_shared<Impl>(host, port, std::move(secret), handshake_timeout)) {
   port_ = impl_->port();
   impl_->start();
   loop_thread_ = std::thread([impl = impl_] {

@@ -16,11 +16,13 @@
 #include <optional>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "runtime/launcher/child_process.h"
 #include "runtime/launcher/exit_status.h"
 #include "runtime/launcher/line_prefixer.h"
 #include "runtime/launcher/rank_env.h"
 #include "runtime/launcher/signal_fd.h"
+#include "security/job_secret.h"
 
 extern char** environ;
 
@@ -35,6 +37,13 @@ constexpr Millis kReapAfterKill{5'000};
 constexpr Millis kDrainTimeout{1'000};
 // The loop wakes up at least this often even when nothing happens, and checks the ranks again.
 constexpr int kPollIntervalMs = 1'000;
+
+// The operator's secret when one is set (BRAID_JOB_SECRET, BRAID_JOB_SECRET_FILE), else a fresh one for
+// this job alone: a rank of another job cannot talk to this one's, even as the same user.
+security::JobSecret launch_secret() {
+  if (env::get("BRAID_JOB_SECRET") || env::get("BRAID_JOB_SECRET_FILE")) return security::job_secret();
+  return security::JobSecret::generate();
+}
 
 // Writes everything, retrying short writes. A reader that went away (EPIPE) loses the output, not the job.
 void write_all(int fd, std::string_view data) {
@@ -105,6 +114,7 @@ class Launch {
   const LaunchOptions& options_;
   const std::string executable_;
   const int port_;
+  const security::JobSecret secret_ = launch_secret();
   std::vector<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
   Deadline deadline_ = Deadline::never();
@@ -121,7 +131,7 @@ void Launch::spawn_all() {
     SpawnSpec spec;
     spec.path = executable_;
     spec.argv = options_.command;
-    spec.env = rank_environment(parent_env, {r, options_.nprocs, options_.master_addr, port_});
+    spec.env = rank_environment(parent_env, {r, options_.nprocs, options_.master_addr, port_, secret_.text()});
     spec.capture_output = options_.prefix_output;
     const std::string prefix = fmt::format("[rank {}] ", r);
     // On a throw, the ranks already in ranks_ are killed and reaped by their destructors.

@@ -14,8 +14,8 @@ const std::vector<std::string> kOuterLauncherVariables = {
 
 namespace {
 
-constexpr const char* kSetByLauncher[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",
-                                          "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+constexpr const char* kSetByLauncher[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR", "MASTER_PORT", "BRAID_JOB_SECRET"};
 
 bool removed(std::string_view entry) {
   const std::string_view name = entry.substr(0, entry.find('='));
@@ -47,6 +47,8 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& parent
   env.push_back("LOCAL_WORLD_SIZE=" + size);
   env.push_back("MASTER_ADDR=" + placement.master_addr);
   env.push_back("MASTER_PORT=" + std::to_string(placement.master_port));
+  BRAID_CHECK_ARG(!placement.job_secret.empty(), "braid launch: rank {} has no job secret", placement.rank);
+  env.push_back("BRAID_JOB_SECRET=" + placement.job_secret);
   return env;
 }
 

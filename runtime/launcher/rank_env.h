@@ -1,7 +1,7 @@
 // The environment of one rank started by `braid launch`: the launcher's own environment, minus what an
 // outer launcher put there for the launcher process itself, plus the torchrun-style variables that
 // braid's env:// rendezvous reads (store/rendezvous.h): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT.
+// MASTER_ADDR and MASTER_PORT, and the job secret (BRAID_JOB_SECRET).
 #pragma once
 
 #include <string>
@@ -14,6 +14,9 @@ struct RankPlacement {
   int world_size = 1;
   std::string master_addr;
   int master_port = 0;
+  // The job secret's text (security::JobSecret::text()), handed over as BRAID_JOB_SECRET: through the
+  // environment, which only the rank's own user can read, never on a command line.
+  std::string job_secret;
 };
 
 // Variables removed from every rank's environment. store::detect_launch() takes the first launcher whose

@@ -88,19 +88,20 @@ TEST_CASE("a rank's environment: the launcher's, without outer launchers' ranks,
           "[launcher]") {
   const std::vector<std::string> parent = {"PATH=/bin",        "SLURM_PROCID=0",  "OMPI_COMM_WORLD_RANK=0",
                                            "RANK=7",           "RANKING=kept",    "MASTER_PORT=1",
-                                           "SLURM_JOB_ID=42",  "EMPTY="};
-  const auto env = rank_environment(parent, {2, 4, "10.0.0.1", 29500});
+                                           "SLURM_JOB_ID=42",  "EMPTY=",          "BRAID_JOB_SECRET=outer-secret-text"};
+  const auto env = rank_environment(parent, {2, 4, "10.0.0.1", 29500, "the-job-secret-text"});
   const std::vector<std::string> expected = {"PATH=/bin",   "RANKING=kept",         "SLURM_JOB_ID=42",
                                              "EMPTY=",      "RANK=2",               "WORLD_SIZE=4",
                                              "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4", "MASTER_ADDR=10.0.0.1",
-                                             "MASTER_PORT=29500"};
+                                             "MASTER_PORT=29500", "BRAID_JOB_SECRET=the-job-secret-text"};
   CHECK(env == expected);
   for (const std::string& name : kOuterLauncherVariables) {
     CHECK(std::none_of(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; }));
   }
-  CHECK_THROWS_WITH(rank_environment({}, {4, 4, "h", 1}), Catch::Contains("rank 4 is outside a job of 4 ranks"));
-  CHECK_THROWS_WITH(rank_environment({}, {0, 1, "h", 0}), Catch::Contains("master port 0"));
-  CHECK_THROWS_AS(rank_environment({}, {0, 1, "", 1}), InvalidArgument);
+  CHECK_THROWS_WITH(rank_environment({}, {4, 4, "h", 1, "s"}), Catch::Contains("rank 4 is outside a job of 4 ranks"));
+  CHECK_THROWS_WITH(rank_environment({}, {0, 1, "h", 0, "s"}), Catch::Contains("master port 0"));
+  CHECK_THROWS_AS(rank_environment({}, {0, 1, "", 1, "s"}), InvalidArgument);
+  CHECK_THROWS_WITH(rank_environment({}, {0, 1, "h", 1, ""}), Catch::Contains("no job secret"));
 }
 
 TEST_CASE("resolve_executable searches PATH and names what it could not find", "[launcher]") {

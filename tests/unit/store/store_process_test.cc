@@ -12,11 +12,16 @@
 
 #include "base/error.h"
 #include "store/file_store.h"
+#include "security/job_secret.h"
 #include "store/rendezvous.h"
 #include "store/tcp_protocol.h"
 #include "store/tcp_store.h"
+#include "store/tcp_store_server.h"
+#include "tests/support/raw_handshake.h"
 
 using namespace braid::store;
+namespace security = braid::security;
+namespace testing = braid::testing;
 using namespace std::chrono_literals;
 
 namespace {
@@ -167,6 +172,8 @@ TEST_CASE("TCPStore: a malformed frame closes only that connection", "[store]") 
                                             std::vector<uint32_t>{wire::kMagic, 4, 0x000000ff}}) { // bad command
     asio::ip::tcp::socket sock(io);
     sock.connect({asio::ip::make_address("127.0.0.1"), store.port()});
+    // Past the handshake, as a client holding the secret: only then are frames read at all.
+    REQUIRE(testing::raw_client_handshake(sock, security::job_secret(), security::Service::kStore));
     asio::write(sock, asio::buffer(junk));
     // The server answers a bad command with an error frame, or closes; either way it must not crash.
     std::array<uint8_t, 64> buf{};
@@ -176,6 +183,80 @@ TEST_CASE("TCPStore: a malformed frame closes only that connection", "[store]") 
   REQUIRE(store.get_string("k") == "v");
   store.set("k2", "still serving");
   REQUIRE(store.get_string("k2") == "still serving");
+}
+
+TEST_CASE("TCPStore: a client without the job secret is refused before anything is read", "[store][security]") {
+  TcpStoreOptions o;
+  o.is_master = true;
+  o.world_size = 1;
+  o.timeout = 5s;
+  o.secret = security::JobSecret::from_text("the-store-job-secret", "test");
+  TCPStore store("127.0.0.1", 0, o);
+  store.set("k", "v");
+  namespace asio = boost::asio;
+  asio::io_context io;
+  SECTION("a wrong secret: a braid client gets a CommError naming the failure") {
+    TcpStoreOptions c;
+    c.timeout = 2s;
+    c.secret = security::JobSecret::from_text("another-job-secret", "test");
+    REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", store.port(), c),
+                        Catch::Contains("authentication with 127.0.0.1:") && Catch::Contains("failed"));
+  }
+  SECTION("a wrong secret: a raw client gets no proof") {
+    asio::ip::tcp::socket sock(io);
+    sock.connect({asio::ip::make_address("127.0.0.1"), store.port()});
+    CHECK_FALSE(testing::raw_client_handshake(sock, security::JobSecret::from_text("another-job-secret", "test"),
+                                              security::Service::kStore));
+  }
+  SECTION("no secret: the old requests and a 1 GiB header are dropped unread") {
+    for (const std::vector<uint32_t>& frame : {std::vector<uint32_t>{wire::kMagic, 1u << 30, 0, 0, 0, 0, 0, 0,
+                                                                     0, 0, 0, 0, 0, 0, 0, 0, 0},
+                                               std::vector<uint32_t>{wire::kMagic, 5, 0x7}}) {  // NumKeys
+      asio::ip::tcp::socket sock(io);
+      sock.connect({asio::ip::make_address("127.0.0.1"), store.port()});
+      security::Challenge challenge{};
+      asio::read(sock, asio::buffer(challenge));
+      boost::system::error_code ec;
+      asio::write(sock, asio::buffer(frame), ec);
+      CHECK(testing::closed_by_server(sock));
+    }
+  }
+  SECTION("a client that sends nothing does not hold up the others") {
+    asio::ip::tcp::socket idle(io);
+    idle.connect({asio::ip::make_address("127.0.0.1"), store.port()});
+    TcpStoreOptions c;
+    c.timeout = 2s;
+    c.secret = o.secret;
+    TCPStore client("127.0.0.1", store.port(), c);
+    CHECK(client.get_string("k") == "v");
+  }
+  REQUIRE(store.get_string("k") == "v");
+}
+
+TEST_CASE("TCPStore server: a client that never authenticates is closed at the handshake timeout", "[store][security]") {
+  TcpStoreServer server("127.0.0.1", 0, security::JobSecret::from_text("the-store-job-secret", "test"), Millis(200));
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), server.port()});
+  security::Challenge challenge{};
+  asio::read(sock, asio::buffer(challenge));
+  CHECK(testing::closed_by_server(sock));  // blocks until the server's timer closes it
+}
+
+TEST_CASE("TCPStore: the server listens on loopback for a host name that only resolves there", "[store][security]") {
+  TcpStoreOptions o;
+  o.is_master = true;
+  o.world_size = 1;
+  o.timeout = 5s;
+  TCPStore store("localhost", 0, o);
+  namespace asio = boost::asio;
+  asio::io_context io;
+  // Reachable on loopback; the test for "never 0.0.0.0" reads the process's own sockets
+  // (tests/e2e/listen_sockets_test.py).
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), store.port()});
+  REQUIRE(testing::raw_client_handshake(sock, security::job_secret(), security::Service::kStore));
 }
 
 TEST_CASE("TCPStore: connecting to nothing times out with the address and the reason", "[store]") {
