@@ -32,10 +32,13 @@ CLI::App* add_status_command(CLI::App& app, StatusOptions& options) {
 int run_status_command(const StatusOptions& options) {
   BRAID_CHECK_ARG(options.job_file.empty() != options.addr.empty(),
                   "status: give a job file or --addr HOST:PORT (one of them)");
-  std::string addr = options.addr;
-  if (addr.empty()) addr = runtime::read_status_address(runtime::parse_job_file(options.job_file).status_file);
-  const auto status = runtime::query_status(
-      addr, std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000)));
+  runtime::StatusEndpoint endpoint{options.addr, std::nullopt};
+  if (endpoint.address.empty()) {
+    endpoint = runtime::read_status_address(runtime::parse_job_file(options.job_file).status_file);
+  }
+  // With --addr the secret is this process's own (BRAID_JOB_SECRET, ...: docs/SECURITY.md).
+  const auto status = runtime::query_status(endpoint.address, endpoint.secret,
+                                            std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000)));
   if (options.json) {
     fmt::print("{}\n", status.dump());
   } else {

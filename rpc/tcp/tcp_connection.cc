@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "rpc/tcp/tcp_address.h"
+#include "security/asio_handshake.h"
 
 namespace braid::rpc::tcp_detail {
 
@@ -37,7 +38,7 @@ TcpConnection::TcpConnection(ConnectionContext ctx, Socket socket)
       deadline_(strand_),
       remote_(remote_text(socket_)),
       peer_(-1),
-      phase_(Phase::kAwaitHello),
+      phase_(Phase::kAuthenticating),
       rbuf_(kReadBufferBytes) {}
 
 TcpConnection::TcpConnection(ConnectionContext ctx, Strand strand, int peer, std::string peer_name,
@@ -67,8 +68,7 @@ void TcpConnection::start_incoming() {
   asio::post(strand_, [self = shared_from_this()] {
     if (self->stopped_) return;
     self->arm_deadline_from_strand();
-    self->socket_ready_from_strand();
-    self->read_more_from_strand();
+    self->authenticate_from_strand(Phase::kAwaitHello);
   });
 }
 
@@ -84,11 +84,33 @@ void TcpConnection::start_outgoing(int self_id) {
         self->fail_from_strand(FailKind::kClosed, fmt::format("cannot connect to {}: {}", self->describe(), ec.message()));
         return;
       }
-      self->phase_ = Phase::kAwaitAccept;
-      self->socket_ready_from_strand();
-      self->read_more_from_strand();
+      self->authenticate_from_strand(Phase::kAwaitAccept);
     });
   });
+}
+
+void TcpConnection::authenticate_from_strand(Phase next) {
+  phase_ = Phase::kAuthenticating;
+  auto done = [self = shared_from_this(), next](const security::HandshakeResult& r) {
+    if (self->stopped_) return;
+    if (!r.ok()) {
+      const std::string why = "authentication failed: " + r.describe();
+      self->fail_from_strand(FailKind::kUnauthenticated,
+                             self->role_ == Role::kOutgoing
+                                 ? fmt::format("cannot connect to {}: {}", self->describe(), why)
+                                 : fmt::format("refused a connection from {}: {}", self->describe(), why));
+      return;
+    }
+    // The queued hello (outgoing) may leave only now: socket_ready_from_strand hands the socket to send().
+    self->phase_ = next;
+    self->socket_ready_from_strand();
+    self->read_more_from_strand();
+  };
+  if (role_ == Role::kOutgoing) {
+    security::async_client_handshake(socket_, ctx_.secret, security::Service::kRpcTcp, std::move(done));
+  } else {
+    security::async_server_handshake(socket_, ctx_.secret, security::Service::kRpcTcp, std::move(done));
+  }
 }
 
 void TcpConnection::open_from_strand(int self_id, int peer, std::string peer_name) {
@@ -109,6 +131,12 @@ void TcpConnection::arm_deadline_from_strand() {
     switch (self->phase_) {
       case Phase::kConnecting:
         reason = fmt::format("cannot connect to {}: timed out after {} ms", self->describe(), ms);
+        break;
+      case Phase::kAuthenticating:
+        reason = self->role_ == Role::kOutgoing
+                     ? fmt::format("cannot connect to {}: the authentication did not finish within {} ms",
+                                   self->describe(), ms)
+                     : fmt::format("refused a connection from {}: no authentication within {} ms", self->describe(), ms);
         break;
       case Phase::kAwaitAccept:
         reason = fmt::format("cannot connect to {}: no answer to the hello within {} ms", self->describe(), ms);

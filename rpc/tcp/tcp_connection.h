@@ -5,7 +5,8 @@
 // the fast path of send(), which may write with a non-blocking sendmsg() from the caller's thread while
 // nothing else is being written; mu_ makes that exclusive with the strand's writes and with close().
 //
-// Phases: an outgoing connection connects, sends its hello and waits for the peer's hello (kAwaitAccept);
+// Phases: both ends first run the job-secret handshake (kAuthenticating; security/asio_handshake.h), and
+// nothing of the peer's is read as a frame before it succeeds. Then an outgoing connection sends its hello and waits for the peer's hello (kAwaitAccept);
 // an incoming one waits for the initiator's hello (kAwaitHello) and is opened by the owner's verdict. Only
 // an open connection delivers messages. A deadline closes a connection whose handshake does not finish.
 #pragma once
@@ -21,6 +22,7 @@
 
 #include "rpc/tcp/tcp_frames.h"
 #include "rpc/wire.h"
+#include "security/job_secret.h"
 
 namespace braid::rpc::tcp_detail {
 
@@ -36,7 +38,8 @@ class TcpConnection;
 enum class FailKind {
   kClosed,      // the peer closed it, an I/O error, a failed connect, a handshake timeout
   kMalformed,   // the peer sent something the wire format or the handshake does not allow
-  kUnknownPeer  // a hello naming a worker this transport does not know (yet): the initiator retries
+  kUnknownPeer,    // a hello naming a worker this transport does not know (yet): the initiator retries
+  kUnauthenticated // the other end does not hold the job secret (either side): never retried
 };
 
 // What the owner answers to an incoming hello.
@@ -68,6 +71,7 @@ struct ConnectionContext {
   const WireLimits& limits;
   int socket_send_buffer;  // TransportOptions::socket_send_buffer
   std::chrono::milliseconds handshake_timeout;  // TransportOptions::handshake_timeout
+  const security::JobSecret& secret;            // the transport's; outlives every connection
 };
 
 // Sends made on an io thread while it delivers the frames of one read (handlers that answer inline) wait
@@ -125,7 +129,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   const std::string& remote() const { return remote_; }
 
  private:
-  enum class Phase { kConnecting, kAwaitHello, kAwaitAccept, kOpen };
+  enum class Phase { kConnecting, kAuthenticating, kAwaitHello, kAwaitAccept, kOpen };
 
   // Reading (tcp_connection.cc).
   void read_more_from_strand();
@@ -140,6 +144,8 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void close_socket_from_strand();
   void arm_deadline_from_strand();
   void socket_ready_from_strand();
+  // Runs the handshake; on success `next` begins the hello exchange.
+  void authenticate_from_strand(Phase next);
 
   // Writing (tcp_connection_write.cc).
   friend class WriteBatch;

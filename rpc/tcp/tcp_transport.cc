@@ -22,6 +22,7 @@ namespace braid::rpc::tcp_detail {
 
 TcpTransport::TcpTransport(const TransportOptions& options)
     : options_(options),
+      secret_(options.secret ? *options.secret : security::job_secret()),
       accept_strand_(asio::make_strand(io_)),
       acceptor_(accept_strand_),
       accept_retry_timer_(accept_strand_),

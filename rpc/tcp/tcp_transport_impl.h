@@ -67,6 +67,8 @@ class TcpTransport final : public Transport, private ConnectionOwner {
   void connect_locked(Peer& peer);
   // An attempt failed: schedules the next one, or gives up (returns the failure to report, if any).
   std::optional<std::string> retry_or_give_up_locked(Peer& peer, const std::string& why, std::deque<OutFrame>& dropped);
+  // Gives up on the peer now (its queued messages are dropped) and returns the failure to report.
+  std::string give_up_locked(Peer& peer, const std::string& why, std::deque<OutFrame>& dropped);
   void on_retry_timer(Peer& peer, uint64_t generation);
   void report_failure(int peer, const std::string& reason);
   std::string describe_peer(const Peer& peer) const;
@@ -77,9 +79,13 @@ class TcpTransport final : public Transport, private ConnectionOwner {
   void send_to_self(Message msg);
   bool register_connection(const std::shared_ptr<TcpConnection>& conn);
   bool on_io_thread() const;
-  ConnectionContext context() { return ConnectionContext{*this, pool_, options_.limits, options_.socket_send_buffer, options_.handshake_timeout}; }
+  ConnectionContext context() {
+    return ConnectionContext{*this, pool_, options_.limits, options_.socket_send_buffer, options_.handshake_timeout,
+                             secret_};
+  }
 
   const TransportOptions options_;
+  const security::JobSecret secret_;  // options_.secret, else the process's
   // Declared first so that it is destroyed last: sockets and timers below belong to it.
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;

@@ -129,13 +129,17 @@ void TcpTransport::on_failed(const std::shared_ptr<TcpConnection>& conn, FailKin
       peer->outgoing.reset();
       if (!stopping) {
         attempt = peer->attempts + 1;
-        report = retry_or_give_up_locked(*peer, reason, dropped);
+        // A peer that does not share our secret will not start to: give up at once.
+        report = kind == FailKind::kUnauthenticated ? give_up_locked(*peer, reason, dropped)
+                                                    : retry_or_give_up_locked(*peer, reason, dropped);
         retrying = !report;
       }
     }
   }
   auto log = logging::get("braid.rpc");
-  if (kind == FailKind::kMalformed) {
+  if (kind == FailKind::kUnauthenticated) {
+    log->warn("tcp transport (worker {}): {}", self_id_, reason);
+  } else if (kind == FailKind::kMalformed) {
     log->error("tcp transport (worker {}): closing the connection: {}", self_id_, reason);
   } else if (kind == FailKind::kUnknownPeer) {
     log->warn("tcp transport (worker {}): closing the connection: {}", self_id_, reason);
@@ -151,6 +155,14 @@ void TcpTransport::on_failed(const std::shared_ptr<TcpConnection>& conn, FailKin
   }
   if (report && !was_active) log->warn("tcp transport (worker {}): {}", self_id_, *report);
   if (report) report_failure(id, *report);
+}
+
+std::string TcpTransport::give_up_locked(Peer& peer, const std::string& why, std::deque<OutFrame>& dropped) {
+  const size_t lost = peer.pending.size();
+  dropped.swap(peer.pending);
+  peer.connecting = false;
+  peer.attempts = 0;
+  return fmt::format("{} ({} queued message(s) dropped, not retried)", why, lost);
 }
 
 std::optional<std::string> TcpTransport::retry_or_give_up_locked(Peer& peer, const std::string& why,

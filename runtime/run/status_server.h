@@ -1,7 +1,10 @@
 // The driver's status endpoint for `braid status`: a TCP server (Boost.Asio, one thread) on a port the OS
-// picks, which answers every connection with one JSON line (what `snapshot` returns) and closes it; it
-// reads nothing from the client, so a stray or slow client cannot hold it. Its address "host:port" is
-// written to the job's status_file (atomically) and the file is removed when the server stops.
+// picks, on loopback unless BRAID_SOCKET_IFNAME or BRAID_BIND_ANY say otherwise (security/listen_address.h).
+// Each client first proves the job secret (security/handshake.h, within 5 s, or it is closed and logged with
+// its address); then it gets one JSON line (what `snapshot` returns) and the connection closes. It reads
+// nothing else from the client. Its address "host:port" and the job secret are written to the job's
+// status_file (atomically, mode 0600: only the job's user can ask), and the file is removed when the
+// server stops.
 //
 // The client side: read_status_address() and query_status(); format_status() is the table `braid status`
 // prints.
@@ -14,6 +17,9 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "security/job_secret.h"
 
 namespace braid::runtime {
 
@@ -34,10 +40,16 @@ class StatusServer {
   std::thread thread_;
 };
 
-// "host:port" from a status file; InvalidArgument naming the file when it is missing (no job running?).
-std::string read_status_address(const std::string& status_file);
-// Connects to "host:port" and reads the status; Error naming the address on failure or after `timeout`.
-nlohmann::json query_status(const std::string& address, std::chrono::milliseconds timeout);
+struct StatusEndpoint {
+  std::string address;                      // "host:port"
+  std::optional<security::JobSecret> secret;  // the job's, when the file holds it
+};
+// What a status file holds; InvalidArgument naming the file when it is missing (no job running?).
+StatusEndpoint read_status_address(const std::string& status_file);
+// Connects to "host:port", proves `secret` (unset: the process's, security::job_secret()) and reads the
+// status; Error naming the address on a refusal, any failure or after `timeout`.
+nlohmann::json query_status(const std::string& address, const std::optional<security::JobSecret>& secret,
+                            std::chrono::milliseconds timeout);
 // The status as a table: job, state, step, then one line per rank.
 std::string format_status(const nlohmann::json& status);
 

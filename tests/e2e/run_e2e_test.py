@@ -298,7 +298,8 @@ def case_status(braid, mpiexec, tmp):
     try:
         expect("the job runs (step 3 reached)", wait_for_line(metrics, lambda ls: len(ls) >= 3, 60))
         with open(status_file) as f:
-            addr = f.read().strip()
+            addr = f.readline().strip()  # the second line is the job secret (mode 0600)
+        expect("the status file is readable by its owner only", os.stat(status_file).st_mode & 0o077 == 0)
         r = run([braid, "status", job], timeout=30)
         expect(f"braid status JOB.yaml finds the driver at {addr} through the job's status_file",
                r.returncode == 0 and r.stdout.startswith("job hybrid"), r)

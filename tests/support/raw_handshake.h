@@ -29,6 +29,24 @@ inline bool raw_client_handshake(boost::asio::ip::tcp::socket& sock, const secur
   return !ec && hs.verify(proof);
 }
 
+// The server side on an accepted blocking socket: challenge, check the response, prove. Returns whether
+// the client held `secret` (if not, nothing more was sent to it).
+inline bool raw_server_handshake(boost::asio::ip::tcp::socket& sock, const security::JobSecret& secret,
+                                 security::Service service) {
+  namespace asio = boost::asio;
+  security::ServerHandshake hs(secret, service);
+  boost::system::error_code ec;
+  asio::write(sock, asio::buffer(hs.challenge()), ec);
+  if (ec) return false;
+  security::Response response{};
+  asio::read(sock, asio::buffer(response), ec);
+  if (ec) return false;
+  const auto proof = hs.verify(response);
+  if (!proof) return false;
+  asio::write(sock, asio::buffer(*proof), ec);
+  return !ec;
+}
+
 // Whether the server closes `sock` (EOF or reset) rather than sending anything more.
 inline bool closed_by_server(boost::asio::ip::tcp::socket& sock) {
   std::array<uint8_t, 64> buf{};

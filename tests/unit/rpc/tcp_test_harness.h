@@ -20,7 +20,9 @@
 
 #include "rpc/tcp/tcp_transport.h"
 #include "rpc/tcp/tcp_transport_impl.h"
+#include "security/job_secret.h"
 #include "tensor/factory.h"
+#include "tests/support/raw_handshake.h"
 
 namespace braid::rpc::test {
 
@@ -142,12 +144,17 @@ inline std::vector<uint8_t> hello_from(uint64_t worker) {
 // A plain socket to a transport, for feeding it bytes it must refuse.
 class RawClient {
  public:
-  explicit RawClient(const std::vector<uint8_t>& address) : socket_(io_) {
+  // Connects and, with `authenticate`, proves the process's job secret as a transport would; then the
+  // test may send anything. Without it the test plays a stranger.
+  explicit RawClient(const std::vector<uint8_t>& address, bool authenticate = true) : socket_(io_) {
     const std::string text(address.begin(), address.end());
     const size_t colon = text.rfind(':');
     const boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address(text.substr(0, colon)),
                                             static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
     socket_.connect(ep);
+    if (authenticate) {
+      REQUIRE(testing::raw_client_handshake(socket_, security::job_secret(), security::Service::kRpcTcp));
+    }
   }
   // Not connected: RawListener::accept() fills it.
   RawClient() : socket_(io_) {}
@@ -205,15 +212,21 @@ class RawListener {
     const std::string text = "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
     return {text.begin(), text.end()};
   }
-  // The next incoming connection; nullptr when none comes within `timeout`.
-  std::unique_ptr<RawClient> accept(std::chrono::milliseconds timeout = 5000ms) {
+  // The next incoming connection, authenticated as a transport would (with `authenticate`); nullptr when
+  // none comes within `timeout`.
+  std::unique_ptr<RawClient> accept(std::chrono::milliseconds timeout = 5000ms, bool authenticate = true) {
     auto client = std::make_unique<RawClient>();
     const bool ok = eventually([&] {
       boost::system::error_code ec;
       acceptor_.accept(client->socket(), ec);
       return !ec;
     }, timeout);
-    return ok ? std::move(client) : nullptr;
+    if (!ok) return nullptr;
+    if (authenticate) {
+      client->socket().non_blocking(false);
+      REQUIRE(testing::raw_server_handshake(client->socket(), security::job_secret(), security::Service::kRpcTcp));
+    }
+    return client;
   }
 
  private:

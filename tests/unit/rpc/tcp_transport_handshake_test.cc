@@ -86,10 +86,68 @@ TEST_CASE("tcp transport: handshake_timeout closes a connection that never says 
   options.handshake_timeout = std::chrono::milliseconds(200);
   Node a(0, options);
   const auto t0 = std::chrono::steady_clock::now();
-  RawClient silent(a.transport().local_address());
+  RawClient silent(a.transport().local_address(), /*authenticate=*/false);
+  REQUIRE(silent.read(security::kChallengeBytes).size() == security::kChallengeBytes);  // then nothing
   // Closed after the option's 200 ms, well before the default 5 s.
   CHECK(silent.closed_within(std::chrono::milliseconds(3000)));
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(took >= std::chrono::milliseconds(150));
   CHECK(a.failures().empty());  // a stranger that never said who it is costs no failure report
+}
+
+TEST_CASE("tcp transport: a stranger without the job secret is refused before its first frame", "[rpc][tcp][security]") {
+  Node a(0);
+  SECTION("a wrong secret gets no proof, and the connection closes") {
+    RawClient stranger(a.transport().local_address(), /*authenticate=*/false);
+    CHECK_FALSE(testing::raw_client_handshake(stranger.socket(),
+                                              security::JobSecret::from_text("not-this-jobs-secret", "test"),
+                                              security::Service::kRpcTcp));
+  }
+  SECTION("a hello sent in place of the handshake (the old 32-byte hijack) is never read as one") {
+    RawClient stranger(a.transport().local_address(), /*authenticate=*/false);
+    REQUIRE(stranger.read(security::kChallengeBytes).size() == security::kChallengeBytes);
+    auto hello = hello_from(3);
+    hello.resize(security::kResponseBytes, 0);  // enough bytes to be taken as a response, and refused
+    stranger.write(hello);
+    CHECK(stranger.closed_within());
+  }
+  CHECK(a.failures().empty());  // a stranger costs no failure report
+  // The transport still serves a peer that holds the secret.
+  Node b(1);
+  a.transport().add_peers({PeerInfo{1, "b", b.transport().local_address()}});
+  b.transport().add_peers({PeerInfo{0, "a", a.transport().local_address()}});
+  a.send(1, make_message(7, {}, "after the strangers"));
+  REQUIRE(b.wait_messages(1));
+  CHECK(meta_text(b.messages()[0].msg) == "after the strangers");
+}
+
+TEST_CASE("tcp transport: peers with different secrets cannot talk, and it is reported at once", "[rpc][tcp][security]") {
+  TransportOptions other;
+  other.secret = security::JobSecret::from_text("another-jobs-secret", "test");
+  Node a(0);
+  Node b(1, other);
+  a.transport().add_peers({PeerInfo{1, "b", b.transport().local_address()}});
+  b.transport().add_peers({PeerInfo{0, "a", a.transport().local_address()}});
+  a.send(1, make_message(7, {}, "to a stranger"));
+  REQUIRE(a.wait_failures(1));
+  CHECK_THAT(a.failures()[0].second, Catch::Contains("authentication failed"));
+  // One attempt: a refused secret is not retried through connect_retries.
+  CHECK_THAT(a.failures()[0].second, Catch::Contains("not retried"));
+  CHECK(b.messages().empty());
+}
+
+TEST_CASE("tcp transport: a listener without the secret never sees the hello", "[rpc][tcp][security]") {
+  RawListener impostor;
+  Node a(0);
+  a.transport().add_peers({PeerInfo{1, "impostor", impostor.address()}});
+  a.send(1, make_message(1, {}, "secret data"));
+  auto conn = impostor.accept(5000ms, /*authenticate=*/false);
+  REQUIRE(conn);
+  CHECK_FALSE(testing::raw_server_handshake(conn->socket(), security::JobSecret::from_text("not-this-jobs-secret", "t"),
+                                            security::Service::kRpcTcp));
+  // Nothing but the 64-byte response left a: no hello, no message, while it waits for a proof.
+  CHECK(conn->read(1, 300ms).empty());
+  conn.reset();  // the impostor gives up, as a server that refused the response does
+  REQUIRE(a.wait_failures(1));
+  CHECK_THAT(a.failures()[0].second, Catch::Contains("authentication failed"));
 }

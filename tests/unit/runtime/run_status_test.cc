@@ -11,6 +11,8 @@
 
 #include "base/error.h"
 #include "runtime/run/status_server.h"
+#include "security/job_secret.h"
+#include "tests/support/raw_handshake.h"
 #include "tests/support/temp_dir.h"
 
 namespace braid::runtime {
@@ -31,7 +33,13 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
       },
       status_file);
   const std::string address = server->address();
-  CHECK(read_status_address(status_file) == address);
+  const StatusEndpoint endpoint = read_status_address(status_file);
+  CHECK(endpoint.address == address);
+  REQUIRE(endpoint.secret);
+  CHECK(*endpoint.secret == security::job_secret());
+  // Only the job's user may read the secret.
+  CHECK((fs::status(status_file).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  CHECK(address.rfind("127.0.0.1:", 0) == 0);  // loopback by default
 
   // Several clients at once, while another thread moves the step on.
   std::atomic<bool> stepping{true};
@@ -47,7 +55,7 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
     for (int c = 0; c < 4; ++c) {
       clients.emplace_back([&] {
         for (int i = 0; i < 10; ++i) {
-          const nlohmann::json s = query_status(address, std::chrono::seconds(10));
+          const nlohmann::json s = query_status(address, endpoint.secret, std::chrono::seconds(10));
           if (s.value("job", "") == "t" && s.value("step", int64_t{-1}) >= 0) ++ok;
         }
       });
@@ -62,7 +70,7 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
   std::thread late([&] {
     while (asking) {
       try {
-        query_status(address, std::chrono::milliseconds(500));
+        query_status(address, endpoint.secret, std::chrono::milliseconds(500));
       } catch (const Error&) {
       }
     }
@@ -74,7 +82,29 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
   late.join();
   stepping = false;
   stepper.join();
-  CHECK_THROWS_AS(query_status(address, std::chrono::milliseconds(500)), Error);
+  CHECK_THROWS_AS(query_status(address, endpoint.secret, std::chrono::milliseconds(500)), Error);
+}
+
+TEST_CASE("run: the status server answers only a client that holds the job secret", "[runtime][run][security]") {
+  TempDir dir;
+  StatusServer server([] { return nlohmann::json{{"job", "secret-state"}}; }, "");
+  CHECK(query_status(server.address(), std::nullopt, std::chrono::seconds(10)).value("job", "") == "secret-state");
+  const auto other = security::JobSecret::from_text("not-this-jobs-secret", "test");
+  CHECK_THROWS_WITH(query_status(server.address(), other, std::chrono::seconds(10)),
+                    Catch::Contains("refused us: authentication failed") || Catch::Contains("cannot read from"));
+  // A raw client that sends nothing valid gets the challenge and then a closed connection, never the JSON.
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  const auto colon = server.address().rfind(':');
+  sock.connect({asio::ip::make_address(server.address().substr(0, colon)),
+                static_cast<uint16_t>(std::stoi(server.address().substr(colon + 1)))});
+  CHECK_FALSE(testing::raw_client_handshake(sock, other, security::Service::kStatus));
+  std::string rest(256, '\0');
+  boost::system::error_code ec;
+  const size_t n = sock.read_some(asio::buffer(rest), ec);
+  CHECK(n == 0);
+  CHECK(rest.find("secret-state") == std::string::npos);
 }
 
 }  // namespace
