@@ -67,6 +67,9 @@ def check_job_file(braid, expect):
             r = run(braid, ["check", minimal, "--set", f"{key}={value}"])
             expect(f"check refuses {key}={value}", r.returncode == 2
                    and f"{key}: must be a duration in seconds" in r.stderr, r)
+    r = run(braid, ["check", os.path.join(JOBS, "bad_mlp_too_large.yaml")])
+    expect("check refuses a model larger than this machine's memory", r.returncode == 2
+           and "bad_mlp_too_large.yaml: model.args.hidden[0]: the mlp" in r.stderr and "GiB" in r.stderr, r)
     r = run(braid, ["status", "--addr", "127.0.0.1:1", "--timeout", "1e10"])
     expect("status --timeout 1e10 is a usage error", r.returncode == 2 and "30 days" in r.stderr, r)
     r = run(braid, ["check", "--help"])

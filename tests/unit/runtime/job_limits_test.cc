@@ -1,6 +1,6 @@
 // The bounds a job file is held to before anything runs: its size and the number of YAML nodes it expands
-// to (nested aliases, a "billion laughs"), and every duration's range. Each rejection names the file, the
-// key and the limit.
+// to (nested aliases, a "billion laughs"), every duration's range, and a model too large for any machine
+// this runs on. Each rejection names the file, the key and the limit.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/yaml_tree.h"
+#include "runtime/models/model_registry.h"
 #include "tests/support/error_of.h"
 #include "tests/support/temp_dir.h"
 
@@ -79,4 +80,16 @@ TEST_CASE("job limits: every duration is checked for range where it is parsed", 
   JobSpec minimal = parse_job_text(kMinimal, "job.yaml", "/jobs");
   CHECK_THAT(error_of([&] { apply_override(minimal, "failure.timeout_s=1e10"); }),
              Contains("failure.timeout_s: must be a duration in seconds"));
+}
+
+TEST_CASE("job limits: a model larger than this machine's memory is refused before it is built", "[job][limits]") {
+  const JobSpec job = parse_job_file(fixture("bad_mlp_too_large.yaml"));
+  const std::string message = error_of([&] { validate_job_model(job); });
+  // 784 x 4e9 + 4e9 x 10 weights: 3.176e12 parameters, 11831 GiB.
+  CHECK_THAT(message, Contains("bad_mlp_too_large.yaml: model.args.hidden[0]: the mlp (its largest layer "
+                               "Linear(784, 4000000000)) has 3.176e+12 parameters, 1.183e+04 GiB as float32, more "
+                               "than this machine's"));
+  JobSpec fits = job;
+  fits.model.args["hidden"] = nlohmann::json::array({64});
+  CHECK_NOTHROW(validate_job_model(fits));
 }
