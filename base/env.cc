@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "base/check.h"
@@ -66,11 +67,36 @@ bool parse_bool(std::string_view text, std::string_view what) {
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
   auto [value, unit] = split_number_unit(text, what, "a duration such as 500ms, 30s or 2m");
   BRAID_CHECK_ARG(value >= 0, "{}: duration must not be negative, got '{}'", what, text);
-  if (unit.empty() || unit == "ms") return std::chrono::milliseconds(value);
-  if (unit == "s") return std::chrono::seconds(value);
-  if (unit == "m" || unit == "min") return std::chrono::minutes(value);
-  if (unit == "h") return std::chrono::hours(value);
-  BRAID_THROW(InvalidArgument, "{}: unknown duration unit '{}' in '{}' (use ms, s, m or h)", what, unit, text);
+  int64_t ms_per_unit = 0;
+  if (unit.empty() || unit == "ms") ms_per_unit = 1;
+  else if (unit == "s") ms_per_unit = 1000;
+  else if (unit == "m" || unit == "min") ms_per_unit = 60'000;
+  else if (unit == "h") ms_per_unit = 3'600'000;
+  else BRAID_THROW(InvalidArgument, "{}: unknown duration unit '{}' in '{}' (use ms, s, m or h)", what, unit, text);
+  // Compared before multiplying, so that a huge count cannot wrap around into range.
+  const int64_t max_ms = std::chrono::milliseconds(kMaxDuration).count();
+  BRAID_CHECK_ARG(value <= max_ms / ms_per_unit, "{}: duration '{}' is longer than the limit of {} s (30 days)", what,
+                  text, kMaxDuration.count());
+  return std::chrono::milliseconds(value * ms_per_unit);
+}
+
+std::string seconds_range_error(double seconds, bool allow_zero) {
+  const std::string range = fmt::format("{} 0 and at most {} (30 days)", allow_zero ? ">=" : ">", kMaxDuration.count());
+  const bool low_ok = allow_zero ? seconds >= 0 : seconds > 0;  // false for NaN
+  if (!low_ok || !(seconds <= static_cast<double>(kMaxDuration.count()))) {
+    return fmt::format("must be a duration in seconds, {}, got {}", range, seconds);
+  }
+  // 0.0001 s would become a 0 ms timeout, which expires at once: say so rather than time out at run time.
+  if (!allow_zero && seconds * 1000 < 1) {
+    return fmt::format("must be a duration in seconds of at least 0.001 (1 ms), got {}", seconds);
+  }
+  return "";
+}
+
+std::chrono::milliseconds checked_seconds(double seconds, std::string_view what, bool allow_zero) {
+  const std::string error = seconds_range_error(seconds, allow_zero);
+  BRAID_CHECK_ARG(error.empty(), "{}: {}", what, error);
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
 int64_t parse_size(std::string_view text, std::string_view what) {

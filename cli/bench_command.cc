@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cli/seconds_flag.h"
+
 namespace braid::cli {
 
 namespace {
@@ -52,7 +54,7 @@ void add_collectives_command(CLI::App& bench, bench::CollectivesBenchOptions& o)
   c->add_option("--threads", o.threads, "gloo: lanes of the braid group")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--init-method", o.init_method,
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
-  c->add_option("-T,--timeout", o.timeout_s, "Seconds per op and for connecting")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-T,--timeout", o.timeout_s, "Seconds per op and for connecting")->capture_default_str()->check(seconds_flag());
 }
 
 void add_rpc_command(CLI::App& bench, bench::RpcBenchOptions& o) {
@@ -80,7 +82,7 @@ void add_rpc_command(CLI::App& bench, bench::RpcBenchOptions& o) {
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
   c->add_option("-T,--timeout", o.timeout_s, "Seconds per call, for joining and for the graceful shutdown")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_flag());
 }
 
 void add_dist_autograd_command(CLI::App& bench, bench::DistAutogradBenchOptions& o) {
@@ -124,7 +126,7 @@ void add_dist_autograd_command(CLI::App& bench, bench::DistAutogradBenchOptions&
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
   c->add_option("-T,--timeout", o.timeout_s, "Seconds per call, for joining and for the graceful shutdown")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_flag());
 }
 
 void add_ddp_command(CLI::App& bench, bench::DdpBenchOptions& o) {
@@ -158,7 +160,7 @@ void add_ddp_command(CLI::App& bench, bench::DdpBenchOptions& o) {
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
   c->add_option("-T,--timeout", o.timeout_s, "Seconds for the rendezvous and per collective")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_flag());
 }
 
 void add_fsdp_command(CLI::App& bench, bench::FsdpBenchOptions& o) {

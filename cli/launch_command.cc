@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "cli/seconds_flag.h"
 #include "runtime/launcher/launcher.h"
 
 namespace braid::cli {
@@ -41,12 +42,12 @@ CLI::App* add_launch_command(CLI::App& app, LaunchCommandOptions& options) {
   cmd->add_option("--kill-timeout", options.kill_timeout_s,
                   "Seconds between SIGTERM and SIGKILL when a rank failed and the others are stopped")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_flag());
   cmd->add_option("--term-timeout", options.term_timeout_s,
                   "Seconds the ranks have to finish (checkpoint) after the launcher got SIGINT/SIGTERM, "
                   "before SIGKILL")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_flag());
   cmd->add_option("command", options.command, "The command every rank runs, after '--'")->required();
   cmd->footer(kFooter);
   return cmd;

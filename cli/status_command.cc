@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "base/check.h"
+#include "cli/seconds_flag.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/run/status_server.h"
 
@@ -17,7 +18,9 @@ CLI::App* add_status_command(CLI::App& app, StatusOptions& options) {
       ->check(CLI::ExistingFile);
   status->add_option("--addr", options.addr, "The driver's HOST:PORT instead of a job file");
   status->add_flag("--json", options.json, "Print the status as one JSON object");
-  status->add_option("--timeout", options.timeout_s, "Seconds to wait for the answer")->capture_default_str();
+  status->add_option("--timeout", options.timeout_s, "Seconds to wait for the answer")
+      ->capture_default_str()
+      ->check(seconds_flag());
   status->footer(
       "Examples:\n"
       "  braid status examples/digits/job.yaml      the job's driver, found through the job's status_file\n"

@@ -119,9 +119,11 @@ StateDict load_state_dict_file(const std::string& path) {
   BRAID_CHECK_ARG(size >= 4, "load_state_dict_file('{}'): file is truncated ({} bytes; not a state-dict file)",
                   path, size);
   const auto magic = get_le<uint32_t>(p);
+  // The bytes found are not echoed: an error may travel back to whoever named the file (an RPC caller),
+  // and must not disclose what a file that is not braid's own holds.
   BRAID_CHECK_ARG(magic == kStateDictMagic,
-                  "load_state_dict_file('{}'): bad magic 0x{:08x} (expected 0x{:08x}, \"BRSD\"): not a braid "
-                  "state-dict file", path, magic, kStateDictMagic);
+                  "load_state_dict_file('{}'): bad magic (the file does not start with \"BRSD\"): not a braid "
+                  "state-dict file", path);
   BRAID_CHECK_ARG(size >= kHeaderBytes + kTrailerBytes,
                   "load_state_dict_file('{}'): file is truncated ({} bytes, the header and checksum alone take {})",
                   path, size, kHeaderBytes + kTrailerBytes);

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <new>
+#include <limits>
 
+#include "base/check.h"
 #include "base/env.h"
+#include "base/oom_error.h"
 
 namespace braid {
 namespace {
@@ -56,6 +58,11 @@ size_t CpuAllocator::round_size(size_t nbytes) {
 }
 
 void* CpuAllocator::allocate(size_t nbytes) {
+  // No machine has half the address space to give, and rounding a size this large up would wrap it.
+  if (nbytes > std::numeric_limits<size_t>::max() / 2) {
+    BRAID_THROW(OutOfMemoryError, "CPU allocator: cannot allocate {} bytes: more than the address space holds",
+                nbytes);
+  }
   const size_t size = round_size(nbytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,20 +76,20 @@ void* CpuAllocator::allocate(size_t nbytes) {
       return p;
     }
     ++stats_.misses;
-    add_held(size);
   }
   void* p = allocate_block(size);
   if (p == nullptr) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.allocated_bytes -= size;
-    }
     empty_cache();  // retry once with the cache given back
     p = allocate_block(size);
-    if (p == nullptr) throw std::bad_alloc();
-    std::lock_guard<std::mutex> lock(mu_);
-    add_held(size);
+    if (p == nullptr) {
+      BRAID_THROW(OutOfMemoryError, "CPU allocator: cannot allocate {} bytes ({:.3g} GiB): out of memory, even "
+                  "after returning its cache of freed blocks ({} bytes now held)", size,
+                  static_cast<double>(size) / (1u << 30), stats().allocated_bytes);
+    }
   }
+  // Counted once it is held, so that a failed request leaves no trace in allocated_bytes or the peak.
+  std::lock_guard<std::mutex> lock(mu_);
+  add_held(size);
   return p;
 }
 

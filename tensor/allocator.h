@@ -30,7 +30,8 @@ class CpuAllocator {
  public:
   static CpuAllocator& instance();
 
-  // At least `nbytes` bytes (a zero-byte request still returns a unique non-null block).
+  // At least `nbytes` bytes (a zero-byte request still returns a unique non-null block). OutOfMemoryError
+  // naming the size when the system has none left (after the cache was given back and the call retried).
   void* allocate(size_t nbytes);
   // Returns a block from allocate(); `nbytes` must be the size it was allocated with.
   void deallocate(void* ptr, size_t nbytes);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <new>
+
+#include "base/oom_error.h"
 #include "tensor/cuda/device_api.h"
 
 namespace braid {
@@ -37,9 +40,26 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
     BRAID_CHECK_ARG(s >= 0, "empty: negative dimension {} in shape {}", s, shape_str(shape));
   }
   if (options.device.is_cuda()) cuda::check_device(options.device, "empty");
+  // The byte count is multiplied out with overflow checks: a shape such as [4000000000, 4000000000] would
+  // otherwise wrap around to a small (or negative) size and "succeed".
+  int64_t nbytes = static_cast<int64_t>(braid::element_size(options.dtype));
+  for (int64_t s : shape) {
+    if (__builtin_mul_overflow(nbytes, s, &nbytes)) {
+      BRAID_THROW(OutOfMemoryError, "empty: a {} tensor of shape {} has more bytes than an int64 holds",
+                  options.dtype, shape_str(shape));
+    }
+  }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(shape_numel(shape)) * braid::element_size(options.dtype),
-                                    options.device);
+  try {
+    impl->storage = Storage::allocate(static_cast<size_t>(nbytes), options.device);
+  } catch (const OutOfMemoryError& e) {
+    BRAID_THROW(OutOfMemoryError, "empty: out of memory for a {} tensor of shape {} on {} ({} bytes, {:.3g} GiB): {}",
+                options.dtype, shape_str(shape), options.device, nbytes, static_cast<double>(nbytes) / (1u << 30),
+                e.what());
+  } catch (const std::bad_alloc&) {
+    BRAID_THROW(OutOfMemoryError, "empty: out of memory for a {} tensor of shape {} on {} ({} bytes, {:.3g} GiB)",
+                options.dtype, shape_str(shape), options.device, nbytes, static_cast<double>(nbytes) / (1u << 30));
+  }
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype;

@@ -1,7 +1,6 @@
 #include "collectives/shm/memory_pool.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/logging.h"
+#include "collectives/shm/process_exited.h"
 #include "tensor/allocator.h"
 
 namespace braid::collectives::shm {
@@ -179,10 +179,7 @@ MemoryPool::~MemoryPool() {
   close(own_fd_);
 }
 
-bool MemoryPool::exited(int rank) const {
-  const int pid = pids_[static_cast<size_t>(rank)];
-  return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
-}
+bool MemoryPool::exited(int rank) const { return process_exited(pids_[static_cast<size_t>(rank)]); }
 
 MemoryPool::ControlSlot& MemoryPool::slot(int rank, int lane) const {
   return reinterpret_cast<ControlSlot*>(segments_[rank])[lane];

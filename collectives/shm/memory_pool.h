@@ -61,8 +61,9 @@ class MemoryPool {
   int64_t offset_of(const void* p, size_t nbytes) const;
 
   char* segment(int rank) const { return segments_[rank]; }
-  // Whether `rank`'s process is known to have exited: false while it runs, and when this rank cannot tell
-  // (another PID namespace). Lets a wait on a peer that died end at once instead of at its deadline.
+  // Whether `rank`'s process is known to have exited, or to be an unreaped zombie (process_exited.h):
+  // false while it runs, and when this rank cannot tell (another PID namespace). Lets a wait on a peer
+  // that died end at once instead of at its deadline.
   bool exited(int rank) const;
   int pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   ControlSlot& slot(int rank, int lane) const;

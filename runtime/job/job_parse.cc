@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "runtime/job/job_fields.h"
 #include "runtime/job/yaml_tree.h"
@@ -26,6 +26,13 @@ namespace fs = std::filesystem;
 
 void require_positive(double v, const std::string& key) {
   if (!(v > 0) || std::isinf(v)) fail(key, fmt::format("must be a finite number > 0, got {}", v));
+}
+
+// Every duration of a job (rpc.timeout_s, failure.*_s) is checked here, where it is read, so that
+// `braid check` refuses what would otherwise overflow or expire at once on every rank at run time.
+void require_duration(double v, const std::string& key) {
+  const std::string error = env::seconds_range_error(v);
+  if (!error.empty()) fail(key, error);
 }
 
 void require_unit_interval(double v, const std::string& key) {
@@ -101,7 +108,7 @@ class Parser {
     Fields f(value, "rpc", {"transport", "timeout_s"});
     f.read_enum<RpcTransport>("transport", out.transport, {{"tcp", RpcTransport::Tcp}, {"ucx", RpcTransport::Ucx}});
     f.read("timeout_s", out.timeout_s);
-    require_positive(out.timeout_s, f.path("timeout_s"));
+    require_duration(out.timeout_s, f.path("timeout_s"));
   }
 
 
@@ -436,15 +443,15 @@ class Parser {
   void failure(const json& value, FailureSpec& out) {
     Fields f(value, "failure", {"timeout_s", "heartbeat_s", "context_ttl_s"});
     f.read("timeout_s", out.timeout_s);
-    require_positive(out.timeout_s, f.path("timeout_s"));
+    require_duration(out.timeout_s, f.path("timeout_s"));
     f.read("heartbeat_s", out.heartbeat_s);
-    require_positive(out.heartbeat_s, f.path("heartbeat_s"));
+    require_duration(out.heartbeat_s, f.path("heartbeat_s"));
     if (out.heartbeat_s >= out.timeout_s) {
       fail(f.path("heartbeat_s"),
            fmt::format("must be shorter than failure.timeout_s ({}), got {}", out.timeout_s, out.heartbeat_s));
     }
     f.read("context_ttl_s", out.context_ttl_s);
-    require_positive(out.context_ttl_s, f.path("context_ttl_s"));
+    require_duration(out.context_ttl_s, f.path("context_ttl_s"));
   }
 
   std::string origin_;
@@ -482,10 +489,16 @@ JobSpec parse_job_file(const std::string& path) {
         fmt::format("{}: cannot read the job file: {}", path,
                     std::filesystem::exists(path, ec) ? "permission denied or not a file" : "no such file"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read at most one byte past the limit: the file may be a pipe or /dev/zero, whose size says nothing.
+  std::string text(job_detail::kMaxYamlBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > job_detail::kMaxYamlBytes) {
+    throw InvalidArgument(fmt::format("{}: the job file is larger than the limit of {} bytes", path,
+                                      job_detail::kMaxYamlBytes));
+  }
   const std::filesystem::path dir = std::filesystem::absolute(std::filesystem::path(path)).parent_path();
-  return parse_job_text(text.str(), path, dir.string());
+  return parse_job_text(text, path, dir.string());
 }
 
 }  // namespace braid::runtime

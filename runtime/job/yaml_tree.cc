@@ -48,6 +48,15 @@ class Converter {
   explicit Converter(const std::string& origin) : origin_(origin) {}
 
   json convert(const YAML::Node& node, const std::string& path) {
+    // yaml-cpp keeps an alias as a second reference to its anchor's node, so loading is cheap, but the
+    // JSON tree copies it once per reference: nested aliases ("billion laughs") grow it exponentially.
+    // Counting every node converted bounds the time and memory whatever the aliases do.
+    if (++nodes_ > kMaxYamlNodes) {
+      throw InvalidArgument(fmt::format(
+          "{}: the YAML expands to more than {} nodes (at '{}'); braid refuses it. Aliases (*name) copy the "
+          "node they name, so nested aliases multiply; a job file this large is not a job file",
+          origin_, kMaxYamlNodes, path));
+    }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null: return nullptr;
@@ -95,11 +104,16 @@ class Converter {
 
   const std::string& origin_;
   LineMap lines_;
+  size_t nodes_ = 0;
 };
 
 }  // namespace
 
 YamlTree parse_yaml(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxYamlBytes) {
+    throw InvalidArgument(fmt::format("{}: the YAML text is {} bytes, more than the limit of {} bytes for a job",
+                                      origin, text.size(), kMaxYamlBytes));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -6,6 +6,7 @@
 // integers, floats (including .inf/.nan) or else strings.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 
@@ -21,8 +22,15 @@ struct YamlTree {
   LineMap lines;
 };
 
+// A job file is a few kilobytes; these bounds refuse what cannot be one long before it costs time or
+// memory (docs/JOBS.md, "Limits"). kMaxYamlNodes counts the nodes of the converted tree, so an alias
+// counts once per place it is used.
+inline constexpr size_t kMaxYamlBytes = size_t{1} << 20;
+inline constexpr size_t kMaxYamlNodes = 100'000;
+
 // Parses one YAML document. Throws InvalidArgument "<origin>:<line>: ..." on a syntax error or a
-// duplicate key.
+// duplicate key, and "<origin>: ..." naming the limit for a text over kMaxYamlBytes or a tree over
+// kMaxYamlNodes.
 YamlTree parse_yaml(const std::string& text, const std::string& origin);
 
 // The line of `path` or, failing that, of its closest written parent; 0 when none is known.

@@ -2,6 +2,9 @@
 // struct (so that validate_model's check and build() agree), then builds from a generator seeded with
 // model.init_seed: every trainer that builds the same spec gets bit-identical parameters, and no global
 // generator is touched (the runtime may build on an RPC thread while another thread draws).
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +22,21 @@ namespace braid::runtime::detail {
 
 namespace {
 
+// Parameters whose float32 values alone exceed this machine's memory can never be built: `braid check`
+// (and every rank's validation) says so, naming the argument, instead of each rank failing in an
+// allocation or, where the kernel overcommits memory, being killed while it initialises them. Only
+// absurd sizes are refused: the model may still not fit once gradients and optimizer state are added.
+void check_fits_in_memory(double parameters, const std::string& key, const std::string& what) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;  // unknown: the allocation will tell
+  const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
+  const double bytes = parameters * 4;
+  constexpr double kGiB = 1 << 30;
+  BRAID_CHECK_ARG(bytes <= memory, "{}: {} has {:.4g} parameters, {:.4g} GiB as float32, more than this machine's "
+                  "{:.4g} GiB of memory", key, what, parameters, bytes / kGiB, memory / kGiB);
+}
+
 struct LinearArgs {
   int64_t in;
   int64_t out;
@@ -26,7 +44,10 @@ struct LinearArgs {
 };
 
 LinearArgs read_linear(const ModelBuild& b) {
-  return {positive_arg(b, "in"), positive_arg(b, "out"), b.arg_bool("bias", true)};
+  const LinearArgs a{positive_arg(b, "in"), positive_arg(b, "out"), b.arg_bool("bias", true)};
+  check_fits_in_memory(static_cast<double>(a.in) * static_cast<double>(a.out), "model.args.out",
+                       fmt::format("Linear({}, {})", a.in, a.out));
+  return a;
 }
 
 BuiltinModel linear() {
@@ -62,6 +83,8 @@ EmbeddingBagArgs read_embedding_bag(const ModelBuild& b) {
   }
   BRAID_CHECK_ARG(!(a.sparse && a.mode == nn::EmbeddingBagMode::Max),
                   "model.args.sparse: sparse gradients are not available with mode max");
+  check_fits_in_memory(static_cast<double>(a.num_embeddings) * static_cast<double>(a.embedding_dim),
+                       "model.args.num_embeddings", fmt::format("EmbeddingBag({}, {})", a.num_embeddings, a.embedding_dim));
   return a;
 }
 
@@ -97,6 +120,20 @@ MlpArgs read_mlp(const ModelBuild& b) {
   a.dropout = b.arg_double("dropout", 0.0);
   BRAID_CHECK_ARG(a.dropout >= 0.0 && a.dropout < 1.0, "model.args.dropout: must be in [0, 1), got {}", a.dropout);
   a.bias = b.arg_bool("bias", true);
+  double parameters = 0, largest = 0;
+  size_t widest = 0;
+  for (size_t i = 0; i + 1 < a.sizes.size(); ++i) {
+    const double layer = static_cast<double>(a.sizes[i]) * static_cast<double>(a.sizes[i + 1]);
+    parameters += layer;
+    if (layer > largest) {
+      largest = layer;
+      widest = i;
+    }
+  }
+  // The key of the largest layer's output width: hidden[i], or out for the last layer.
+  const std::string key = widest + 2 < a.sizes.size() ? fmt::format("model.args.hidden[{}]", widest) : "model.args.out";
+  check_fits_in_memory(parameters, key,
+                       fmt::format("the mlp (its largest layer Linear({}, {}))", a.sizes[widest], a.sizes[widest + 1]));
   return a;
 }
 

@@ -9,10 +9,12 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <new>
 #include <shared_mutex>
 #include <utility>
 
 #include "base/check.h"
+#include "base/oom_error.h"
 #include "runtime/data/dataset_registry.h"
 #include "runtime/models/builtin_models.h"
 #include "runtime/models/comm_hook_registry.h"
@@ -254,12 +256,21 @@ std::shared_ptr<nn::Module> build_model(const std::string& kind, const ModelBuil
   const ModelDefinition& def = get_model(kind);
   const std::string origin = model_origin(kind);
   std::shared_ptr<nn::Module> module;
+  const auto who = [&] {
+    return origin.empty() ? fmt::format("model '{}'", kind) : fmt::format("plugin {}: model '{}'", origin, kind);
+  };
   try {
     module = def.build(build);
+  } catch (const OutOfMemoryError& e) {
+    // Not the job's syntax but its size: keep the type, and say which model and arguments asked for it.
+    BRAID_THROW(OutOfMemoryError, "{} ran out of memory while building{} (model.args {}): {}", who(),
+                where.empty() ? "" : " on " + where, build.args.dump(), e.what());
+  } catch (const std::bad_alloc&) {
+    BRAID_THROW(OutOfMemoryError, "{} ran out of memory while building{} (model.args {}): std::bad_alloc", who(),
+                where.empty() ? "" : " on " + where, build.args.dump());
   } catch (const std::exception& e) {
-    const std::string who = origin.empty() ? fmt::format("model '{}'", kind)
-                                           : fmt::format("plugin {}: model '{}'", origin, kind);
-    BRAID_THROW(InvalidArgument, "{} threw while building{}: {}", who, where.empty() ? "" : " on " + where, e.what());
+    BRAID_THROW(InvalidArgument, "{} threw while building{}: {}", who(), where.empty() ? "" : " on " + where,
+                e.what());
   }
   BRAID_CHECK_ARG(module != nullptr, "model.kind: '{}'{} built no module{}", kind, marked(origin),
                   where.empty() ? "" : " on " + where);

@@ -88,7 +88,9 @@ const ModelDefinition& get_model(const std::string& name);
 std::vector<std::string> model_names();  // sorted, built-ins included
 // get_model(kind).build(build), with whatever it throws rethrown as InvalidArgument naming the plugin (if
 // any), the kind and `where` ("rank 1 (trainer 1 of 2)"): "plugin /p/libx.so: model 'x' threw while
-// building on rank 1 (...): <what>". Also InvalidArgument when it returns no module.
+// building on rank 1 (...): <what>". Also InvalidArgument when it returns no module, and OutOfMemoryError
+// "model 'x' ran out of memory while building on ... (model.args {...}): <what was allocated>" when memory
+// ran out.
 std::shared_ptr<nn::Module> build_model(const std::string& kind, const ModelBuild& build, const std::string& where);
 
 // Checks a spec's model against its definition without building anything (braid check): known kind, known

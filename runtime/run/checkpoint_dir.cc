@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "runtime/run/confined_path.h"
 
 namespace braid::runtime {
 
@@ -28,6 +29,7 @@ void fsync_path(const std::string& path, int flags) {
 }
 
 constexpr const char* kPrefix = "step-";
+constexpr size_t kMaxLatestBytes = 256;  // "step-00000012\n" is 14
 
 }  // namespace
 
@@ -77,13 +79,27 @@ void commit_checkpoint(const std::string& dir, const std::string& step_dir, cons
 
 std::optional<CheckpointRef> read_latest(const std::string& dir) {
   const fs::path latest = fs::path(dir) / "latest";
-  if (!fs::exists(latest)) return std::nullopt;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(latest, ec);
+  if (!fs::exists(st)) return std::nullopt;
+  // braid writes `latest` as a small regular file; a link (to /dev/zero, or to a file whose first line the
+  // errors below would quote) or anything else is refused, and at most a line's worth of it is read.
+  BRAID_CHECK_ARG(fs::is_regular_file(st), "checkpoint: '{}' is not a regular file (a symbolic link or a device); "
+                  "braid writes it as one", latest.string());
   std::ifstream in(latest);
-  std::string name;
-  std::getline(in, name);
-  const fs::path step_dir = fs::path(dir) / name;
+  std::string name(kMaxLatestBytes, '\0');
+  in.read(name.data(), static_cast<std::streamsize>(name.size()));
+  name.resize(static_cast<size_t>(in.gcount()));
+  name = name.substr(0, name.find('\n'));
+  // commit_checkpoint writes a step directory's bare name; anything that leads elsewhere was not written
+  // by braid, and following it would load (and export) whatever files it points at.
+  BRAID_CHECK_ARG(!name.empty(), "checkpoint: '{}' is empty; it must name a step directory inside {}",
+                  latest.string(), dir);
+  BRAID_CHECK_ARG(!fs::path(name).is_absolute(), "checkpoint: '{}' names the absolute path '{}'; it must name a "
+                  "step directory inside {}", latest.string(), name, dir);
+  const fs::path step_dir = confine_path(name, dir, fmt::format("checkpoint: '{}'", latest.string()));
   const fs::path meta = step_dir / "meta.json";
-  BRAID_CHECK_ARG(!name.empty() && fs::exists(meta), "checkpoint: '{}' names '{}', which is not a complete checkpoint "
+  BRAID_CHECK_ARG(fs::exists(meta), "checkpoint: '{}' names '{}', which is not a complete checkpoint "
                   "(no {})", latest.string(), name, meta.string());
   return read_step_dir(step_dir.string());
 }

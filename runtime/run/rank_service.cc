@@ -11,6 +11,7 @@
 #include "dist_autograd/hosted_module.h"
 #include "nn/serialize.h"
 #include "rpc/api.h"
+#include "runtime/run/confined_path.h"
 #include "runtime/run/roles.h"
 
 namespace braid::runtime {
@@ -106,6 +107,16 @@ void RankService::abort_process(const std::string& why) {
   std::_Exit(1);
 }
 
+std::string RankService::checkpoint_file(const std::string& path, std::string_view what) const {
+  std::string root;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_CHECK_ARG(job_ != nullptr, "{}: '{}' refused: this rank has no job yet", what, path);
+    root = job_->checkpoint.dir;
+  }
+  return confine_path(path, root, what);
+}
+
 void RankService::set_status(std::string state, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   state_ = std::move(state);
@@ -173,12 +184,12 @@ void register_rank_functions() {
           state.emplace_back(name + "." + key, t);
         }
       }
-      nn::save_state_dict(state, a.at(0).as_string());
+      nn::save_state_dict(state, RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.save_modules"));
       return Value();
     });
     r.add_function("braid.load_modules", [](const Args& a) {
       RankService::instance().touch();
-      const std::string& path = a.at(0).as_string();
+      const std::string path = RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.load_modules");
       const nn::StateDict state = nn::load_state_dict_file(path);
       for (const Value& v : a.at(1).items()) {
         const std::string prefix = v.items().at(0).as_string() + ".";

@@ -7,6 +7,7 @@
 //   "braid.signal"        (name)    : (to the driver) a rank got SIGTERM/SIGUSR1/SIGINT: checkpoint and stop
 //   "braid.save_modules"  (path, [(name, module RRef)]) : a worker saves its hosted modules' state
 //   "braid.load_modules"  (path, [(name, module RRef)]) : and loads it back (--resume)
+//                         (both only inside checkpoint.dir: checkpoint_file below)
 //
 // Ranks other than the driver wait in serve_until_stop(), which is also their watchdog: when the driver
 // has not been heard from (any call from it counts) for failure.timeout_s, the rank exits 1 naming it. The
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "runtime/job/job_spec.h"
 
@@ -57,6 +59,11 @@ class RankService {
   // set (the driver stops at its first sight of it, so it is never read twice).
   void request_driver_stop(std::string signal_name);
   std::optional<std::string> take_driver_stop();
+
+  // `path` resolved and confined to the job's checkpoint.dir (confined_path.h), for what an RPC asks to
+  // write or read (braid.save_modules, braid.load_modules, a trainer's save and load): the caller chooses
+  // the path, so it is followed only inside the job's own directory. InvalidArgument naming `what`.
+  std::string checkpoint_file(const std::string& path, std::string_view what) const;
 
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);

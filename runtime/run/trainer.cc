@@ -334,8 +334,17 @@ void register_trainer_class(std::function<const JobSpec&()> job_source,
                   return t.train_step(a.at(3).as_int(), a.at(0).as_int(), a.at(1).as_int(), a.at(2).as_bool());
                 })
         .method("evaluate", [](Trainer& t, const Args&) { return t.evaluate(); })
-        .method("save", [](Trainer& t, const Args& a) { t.save(a.at(0).as_string()); return Value(); })
-        .method("load", [](Trainer& t, const Args& a) { t.load(a.at(0).as_string()); return Value(); })
+        // The path comes over the network: only inside checkpoint.dir (RankService::checkpoint_file).
+        .method("save",
+                [](Trainer& t, const Args& a) {
+                  t.save(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.save"));
+                  return Value();
+                })
+        .method("load",
+                [](Trainer& t, const Args& a) {
+                  t.load(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.load"));
+                  return Value();
+                })
         .method("parameters", [](Trainer& t, const Args&) { return t.parameters(); })
         .method("destroy", [](Trainer& t, const Args&) { t.destroy(); return Value(); });
   });

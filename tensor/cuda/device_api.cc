@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/oom_error.h"
 #include "base/logging.h"
 
 namespace braid::cuda {
@@ -69,7 +70,7 @@ class CudaCache {
     }
     (void)cudaSetDevice(prev);
     if (err != cudaSuccess) {
-      BRAID_THROW(Error, "CUDA out of memory: allocating {} bytes on cuda:{} failed ({})", size, device,
+      BRAID_THROW(OutOfMemoryError, "CUDA out of memory: allocating {} bytes on cuda:{} failed ({})", size, device,
                   cudaGetErrorString(err));
     }
     return p;

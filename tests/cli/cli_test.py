@@ -57,6 +57,21 @@ def check_job_file(braid, expect):
     expect("check --world-size fits", r.returncode == 0, r)
     r = run(braid, ["check", hybrid, "--world-size", "4"])
     expect("check --world-size mismatch", r.returncode == 2 and "launcher started 4" in r.stderr, r)
+    # Issue 32's defects: each is refused by `braid check`, at once, naming the file, the key and the limit.
+    r = run(braid, ["check", os.path.join(JOBS, "bad_yaml_aliases.yaml")])
+    expect("check refuses nested YAML aliases (a billion laughs) by a bounded node count", r.returncode == 2
+           and "bad_yaml_aliases.yaml: the YAML expands to more than 100000 nodes" in r.stderr, r)
+    minimal = os.path.join(JOBS, "minimal.yaml")
+    for key in ("failure.timeout_s", "rpc.timeout_s", "failure.context_ttl_s"):
+        for value in ("1e10", ".inf", "-1"):
+            r = run(braid, ["check", minimal, "--set", f"{key}={value}"])
+            expect(f"check refuses {key}={value}", r.returncode == 2
+                   and f"{key}: must be a duration in seconds" in r.stderr, r)
+    r = run(braid, ["check", os.path.join(JOBS, "bad_mlp_too_large.yaml")])
+    expect("check refuses a model larger than this machine's memory", r.returncode == 2
+           and "bad_mlp_too_large.yaml: model.args.hidden[0]: the mlp" in r.stderr and "GiB" in r.stderr, r)
+    r = run(braid, ["status", "--addr", "127.0.0.1:1", "--timeout", "1e10"])
+    expect("status --timeout 1e10 is a usage error", r.returncode == 2 and "30 days" in r.stderr, r)
     r = run(braid, ["check", "--help"])
     expect("check --help teaches", r.returncode == 0 and "--set optimizer.lr=0.1" in r.stdout
            and "docs/JOBS.md" in r.stdout, r)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -120,6 +121,27 @@ TEST_CASE("env: parse_duration", "[base][env]") {
   CHECK_THROWS_WITH(env::parse_duration("s", "BRAID_TIMEOUT"),
                     Catch::Contains("BRAID_TIMEOUT: expected a duration such as 500ms, 30s or 2m, got 's'"));
   CHECK_THROWS_AS(env::parse_duration("", "X"), InvalidArgument);
+}
+
+TEST_CASE("env: every duration is bounded by kMaxDuration (30 days)", "[base][env]") {
+  CHECK(env::parse_duration("720h", "X") == 720h);  // exactly 30 days
+  CHECK(env::parse_duration("2592000s", "X") == 2592000s);
+  CHECK_THROWS_WITH(env::parse_duration("721h", "BRAID_TIMEOUT"),
+                    Catch::Contains("BRAID_TIMEOUT: duration '721h' is longer than the limit of 2592000 s (30 days)"));
+  // Counts that would wrap around int64 milliseconds when multiplied out, into a small or negative value.
+  CHECK_THROWS_AS(env::parse_duration("9223372036854775h", "X"), InvalidArgument);
+  CHECK_THROWS_AS(env::parse_duration("9223372036854775807ms", "X"), InvalidArgument);
+
+  CHECK(env::checked_seconds(1.5, "x") == 1500ms);
+  CHECK(env::checked_seconds(2592000, "x") == std::chrono::milliseconds(env::kMaxDuration));
+  CHECK(env::checked_seconds(0, "x", /*allow_zero=*/true) == 0ms);
+  for (double bad : {1e10, 2592000.5, -1.0, 0.0, 0.0004, std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(env::checked_seconds(bad, "failure.timeout_s"),
+                      Catch::StartsWith("failure.timeout_s: must be a duration in seconds"));
+  }
+  CHECK_THAT(env::seconds_range_error(1e10), Catch::Contains("> 0 and at most 2592000 (30 days), got "));
+  CHECK(env::seconds_range_error(60).empty());
 }
 
 TEST_CASE("env: parse_size", "[base][env]") {
