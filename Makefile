@@ -12,6 +12,8 @@
 #   make bench   run every benchmark driver (bench/run_*.sh), each on its own Release build
 #   make asan    the same tests in build-asan, compiled with -fsanitize=address,undefined
 #   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
+#   make check-all  make test, then the sanitizer builds on the unit tests and a few multi-process suites
+#                (SAN_TESTS below): what CI cannot afford on every run (two more builds), run before a release
 #   make clean   remove the three build folders above
 #
 # Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
@@ -48,7 +50,12 @@ ASAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:abort_on_error=0 \
 TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1 \
             UCX_MEM_MMAP_HOOK_MODE=none
 
-.PHONY: all setup configure build run test install package bench asan tsan clean
+# make check-all: the sanitizer builds' share of the tests. Every unit test, and multi-process suites that
+# cover the store, the handshake and both engines (the rest take too long under TSan on two cores).
+SAN_UNIT := -L unit
+SAN_MP := -R "^(collectives_mp/(mpi|gloo)/np2|rpc_mp/tcp/np2|rpc_mp/ucx/np2|dist_autograd_mp/tcp/np2)$$"
+
+.PHONY: all setup configure build run test install package bench asan tsan check-all clean
 
 all: build
 
@@ -91,6 +98,16 @@ tsan: setup
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBRAID_SANITIZE=thread $(CMAKE_ARGS)
 	cmake --build build-tsan -j$(JOBS)
 	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS)
+
+check-all: test
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBRAID_SANITIZE=address,undefined $(CMAKE_ARGS)
+	cmake --build build-asan -j$(JOBS)
+	$(ASAN_ENV) ctest --test-dir build-asan $(CTEST_FLAGS) $(SAN_UNIT)
+	$(ASAN_ENV) ctest --test-dir build-asan $(CTEST_FLAGS) $(SAN_MP)
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBRAID_SANITIZE=thread $(CMAKE_ARGS)
+	cmake --build build-tsan -j$(JOBS)
+	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS) $(SAN_UNIT)
+	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS) $(SAN_MP)
 
 clean:
 	rm -rf $(BUILD_DIR) build-asan build-tsan
