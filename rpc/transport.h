@@ -22,11 +22,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "rpc/message.h"
 #include "rpc/wire.h"
+#include "security/job_secret.h"
 
 namespace braid::rpc {
 
@@ -45,6 +47,9 @@ struct TransportOptions {
   // tcp: a connection whose connect + hello exchange takes longer is closed (an outgoing one is retried
   // as connect_retries allows); the error names the endpoint and this limit.
   std::chrono::milliseconds handshake_timeout{5000};
+  // The job secret every connection proves before its first frame (security/handshake.h); unset: the
+  // process's (security::job_secret()). A peer without it is dropped, and logged with its address.
+  std::optional<security::JobSecret> secret;
 };
 
 struct PeerInfo {
