@@ -44,8 +44,8 @@ Envelope decode_envelope(std::span<const uint8_t> bytes) {
                     "ucx envelope: unsupported version {} (this build speaks {})", version, kEnvelopeVersion);
   Envelope env;
   env.flags = get<uint8_t>(bytes, 5);
-  BRAID_CHECK_TYPED(WireError, (env.flags & ~(kPrefixInHeader | kHasStreamToken)) == 0, "ucx envelope: unknown flags 0x{:02x}",
-                    env.flags);
+  BRAID_CHECK_TYPED(WireError, (env.flags & ~(kPrefixInHeader | kHasStreamToken)) == 0,
+                    "ucx envelope: unknown flags 0x{:02x}", env.flags);
   const auto reserved = get<uint16_t>(bytes, 6);
   BRAID_CHECK_TYPED(WireError, reserved == 0, "ucx envelope: reserved field is {} (must be 0)", reserved);
   env.sender = get<int32_t>(bytes, 8);

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <string_view>
 #include <utility>
 
 #include "base/check.h"
@@ -147,9 +148,14 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
 }
 
 bool UcxReceiver::admit(const Envelope& env, std::span<const uint8_t> head, size_t data_length) {
-  std::string why;
-  if (env.seq != 0 || !env.has_token() || head.size() < kEnvelopeBytes + kStreamTokenBytes) {
-    why = fmt::format("message {} of a stream this worker has not authenticated, without a stream token", env.seq);
+  // Reasons are fixed text: a flood of refused messages costs no formatting beyond the logged ones.
+  std::string_view why;
+  if (env.seq != 0) {
+    why = "a later message of a stream this worker has not authenticated";
+  } else if (!env.has_token()) {
+    why = "the first message of a stream, without a stream token";
+  } else if (head.size() < kEnvelopeBytes + kStreamTokenBytes) {
+    why = "a header too short for the stream token it announces";
   } else if (env.sender == self_id_) {
     why = "it claims this worker's own id";
   } else if (const auto nonce = auth_.peer_nonce(env.sender); !nonce) {
@@ -162,19 +168,18 @@ bool UcxReceiver::admit(const Envelope& env, std::span<const uint8_t> head, size
     fields.stream = env.stream;
     fields.receiver_nonce = auth_.self_nonce;
     fields.sender_nonce = *nonce;
-    if (security::verify_stream_token(auth_.secret, fields, head.subspan(kEnvelopeBytes).first<kStreamTokenBytes>())) {
-      return true;
-    }
+    const auto token = head.subspan(kEnvelopeBytes).first<kStreamTokenBytes>();
+    if (security::verify_stream_token(auth_.secret, fields, token)) return true;
     why = "its stream token does not verify: the sender does not hold this job's secret";
   }
   refuse(env, head.size(), data_length, why);
   return false;
 }
 
-void UcxReceiver::refuse(const Envelope& env, size_t header_length, size_t data_length, const std::string& why) {
+void UcxReceiver::refuse(const Envelope& env, size_t header_length, size_t data_length, std::string_view why) {
   refused_messages_.fetch_add(1, std::memory_order_relaxed);
   const StreamKey key{env.sender, env.stream};
-  if (refused_.count(key) != 0 || refusals_logged_ >= kMaxRefusalLogs) return;  // logged once per stream
+  if (refusals_logged_ >= kMaxRefusalLogs || refused_.count(key) != 0) return;  // logged once per stream
   refused_.insert(key);
   log_refusal(fmt::format("ucx transport (worker {}): refused stream {:016x} claiming to be worker {} (message {}, {} "
                           "+ {} bytes): {}. It and every later message of it are dropped unread and unanswered "

@@ -42,6 +42,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -123,7 +124,7 @@ class UcxReceiver {
 
   // Whether the message whose envelope is `env` may open its stream (the token verifies); logs a refusal.
   bool admit(const Envelope& env, std::span<const uint8_t> head, size_t data_length);
-  void refuse(const Envelope& env, size_t header_length, size_t data_length, const std::string& why);
+  void refuse(const Envelope& env, size_t header_length, size_t data_length, std::string_view why);
   // Logs `line` while fewer than kMaxRefusalLogs refusals were logged.
   void log_refusal(const std::string& line);
 
