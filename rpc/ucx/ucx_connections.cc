@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "base/logging.h"
 #include "rpc/ucx/ucx_transport_impl.h"
@@ -30,9 +31,24 @@ UcxTransport::Connection& UcxTransport::connection(int peer) {
 }
 
 void UcxTransport::new_stream(Connection& c) {
-  // Random base per transport: a restarted peer process never continues an old stream by accident.
-  c.stream = stream_base_ + ++streams_made_;
+  // Random: the id is what binds a stream's later messages to its authenticated first one (ucx_receiver.h),
+  // and a restarted peer process never continues an old stream by accident.
+  security::random_bytes({reinterpret_cast<uint8_t*>(&c.stream), sizeof(c.stream)});
   c.next_seq = 0;
+}
+
+void UcxTransport::encode_header(const Connection& c, const Envelope& env, uint8_t* out) const {
+  encode_envelope(env, out);
+  if (!env.has_token()) return;
+  security::StreamTokenFields fields;
+  fields.service = security::Service::kRpcUcx;
+  fields.sender = self_id_;
+  fields.receiver = c.peer;
+  fields.stream = env.stream;
+  fields.receiver_nonce = c.peer_nonce;
+  fields.sender_nonce = nonce_;
+  const security::StreamToken token = security::stream_token(secret_, fields);
+  std::memcpy(out + kEnvelopeBytes, token.data(), token.size());
 }
 
 ucp_ep_h UcxTransport::create_endpoint(Connection& c, bool monitor, const std::vector<uint8_t>& address,
@@ -71,6 +87,7 @@ bool UcxTransport::ensure_connected(Connection& c) {
   }
   c.failed = false;
   c.generation = ++generations_made_;
+  c.peer_nonce = address.nonce;
   ucs_status_t st = UCS_OK;
   c.data = create_endpoint(c, false, address.data, &st);
   if (c.data == nullptr) {
@@ -112,17 +129,19 @@ void UcxTransport::post(Outgoing&& out) {
   env.prefix_bytes = static_cast<uint32_t>(op->buffer.size());
   env.stream = c.stream;
   env.seq = c.next_seq++;
+  if (env.seq == 0) env.flags |= kHasStreamToken;  // the stream's first message proves the secret
+  const size_t fixed = env.fixed_header_bytes();
   const auto spans = payload_spans(op->msg);
   const void* header = nullptr;
   size_t header_length = 0;
   const void* data = nullptr;
   size_t count = 0;
   ucp_datatype_t datatype = ucp_dt_make_contig(1);
-  if (kEnvelopeBytes + op->buffer.size() <= data_worker_->max_am_header()) {
+  if (fixed + op->buffer.size() <= data_worker_->max_am_header()) {
     // The usual case: the receiver learns the tensors from the header, before any payload byte moves.
-    env.flags = kPrefixInHeader;
-    op->buffer.insert(op->buffer.begin(), kEnvelopeBytes, 0);
-    encode_envelope(env, op->buffer.data());
+    env.flags |= kPrefixInHeader;
+    op->buffer.insert(op->buffer.begin(), fixed, 0);
+    encode_header(c, env, op->buffer.data());
     header = op->buffer.data();
     header_length = op->buffer.size();
     if (spans.size() == 1) {
@@ -135,9 +154,9 @@ void UcxTransport::post(Outgoing&& out) {
       datatype = ucp_dt_make_iov();
     }
   } else {
-    encode_envelope(env, op->envelope.data());
+    encode_header(c, env, op->envelope.data());
     header = op->envelope.data();
-    header_length = kEnvelopeBytes;
+    header_length = fixed;
     op->iov.push_back({op->buffer.data(), op->buffer.size()});
     for (const auto& s : spans) op->iov.push_back({const_cast<uint8_t*>(s.data()), s.size()});
     data = op->iov.data();

@@ -16,22 +16,28 @@ std::string status_text(ucs_status_t status) {
 
 std::vector<uint8_t> pack_addresses(const WorkerAddresses& addresses) {
   const auto length = static_cast<uint32_t>(addresses.data.size());
-  std::vector<uint8_t> out(sizeof(length));
-  std::memcpy(out.data(), &length, sizeof(length));
+  std::vector<uint8_t> out(addresses.nonce.begin(), addresses.nonce.end());
+  out.resize(out.size() + sizeof(length));
+  std::memcpy(out.data() + addresses.nonce.size(), &length, sizeof(length));
   out.insert(out.end(), addresses.data.begin(), addresses.data.end());
   out.insert(out.end(), addresses.monitor.begin(), addresses.monitor.end());
   return out;
 }
 
 WorkerAddresses unpack_addresses(const std::vector<uint8_t>& bytes, const std::string& what) {
+  constexpr size_t kFixed = security::kNonceBytes + sizeof(uint32_t);
   uint32_t length = 0;
-  if (bytes.size() >= sizeof(length)) std::memcpy(&length, bytes.data(), sizeof(length));
-  BRAID_CHECK_ARG(bytes.size() > sizeof(length) && length > 0 && length < bytes.size() - sizeof(length),
+  if (bytes.size() >= kFixed) std::memcpy(&length, bytes.data() + security::kNonceBytes, sizeof(length));
+  BRAID_CHECK_ARG(bytes.size() > kFixed && length > 0 && length < bytes.size() - kFixed,
                   "{}: not a ucx transport address ({} bytes; data worker address of {} bytes)", what, bytes.size(),
                   length);
-  const auto data_begin = bytes.begin() + sizeof(length);
+  WorkerAddresses out;
+  std::memcpy(out.nonce.data(), bytes.data(), security::kNonceBytes);
+  const auto data_begin = bytes.begin() + kFixed;
   const auto data_end = data_begin + length;
-  return WorkerAddresses{{data_begin, data_end}, {data_end, bytes.end()}};
+  out.data.assign(data_begin, data_end);
+  out.monitor.assign(data_end, bytes.end());
+  return out;
 }
 
 namespace {

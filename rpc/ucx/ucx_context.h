@@ -13,19 +13,25 @@
 #include <string>
 #include <vector>
 
+#include "security/stream_token.h"
+
 namespace braid::rpc::ucx_detail {
 
 // "Endpoint timeout (UCX status -80)".
 std::string status_text(ucs_status_t status);
 
-// A transport's address: its data worker's and its monitor worker's ucp addresses,
-//   u32 length of the data worker's address (little-endian), data worker's address, monitor worker's.
+// A transport's address: the nonce of this transport incarnation (security/stream_token.h) and its data
+// worker's and monitor worker's ucp addresses,
+//   nonce (32 bytes), u32 length of the data worker's address (little-endian), data worker's address,
+//   monitor worker's.
+// Peers read it from the job's (authenticated) store, so the nonce reaches only holders of the secret.
 struct WorkerAddresses {
   std::vector<uint8_t> data;
   std::vector<uint8_t> monitor;
+  security::Nonce nonce{};
 };
 std::vector<uint8_t> pack_addresses(const WorkerAddresses& addresses);
-// InvalidArgument naming `what` when the bytes are not a packed pair of non-empty addresses.
+// InvalidArgument naming `what` when the bytes are not a nonce and a packed pair of non-empty addresses.
 WorkerAddresses unpack_addresses(const std::vector<uint8_t>& bytes, const std::string& what);
 
 // The ucp context: features AM (messages) and WAKEUP (the progress thread sleeps on the worker's event

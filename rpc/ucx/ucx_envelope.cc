@@ -44,8 +44,8 @@ Envelope decode_envelope(std::span<const uint8_t> bytes) {
                     "ucx envelope: unsupported version {} (this build speaks {})", version, kEnvelopeVersion);
   Envelope env;
   env.flags = get<uint8_t>(bytes, 5);
-  BRAID_CHECK_TYPED(WireError, (env.flags & ~kPrefixInHeader) == 0, "ucx envelope: unknown flags 0x{:02x}",
-                    env.flags);
+  BRAID_CHECK_TYPED(WireError, (env.flags & ~(kPrefixInHeader | kHasStreamToken)) == 0,
+                    "ucx envelope: unknown flags 0x{:02x}", env.flags);
   const auto reserved = get<uint16_t>(bytes, 6);
   BRAID_CHECK_TYPED(WireError, reserved == 0, "ucx envelope: reserved field is {} (must be 0)", reserved);
   env.sender = get<int32_t>(bytes, 8);
@@ -61,6 +61,10 @@ void check_frame_envelope(const Envelope& env, const WireLimits& limits) {
   BRAID_CHECK_TYPED(WireError, env.prefix_bytes >= kFrameHeaderBytes && env.prefix_bytes <= max_prefix,
                     "ucx envelope from worker {}: frame prefix of {} bytes (must be {}..{})", env.sender,
                     env.prefix_bytes, kFrameHeaderBytes, max_prefix);
+  BRAID_CHECK_TYPED(WireError, env.has_token() == (env.seq == 0),
+                    "ucx envelope from worker {}: message {} of stream {:016x} {} a stream token (the first "
+                    "message of a stream carries one, no other does)", env.sender, env.seq, env.stream,
+                    env.has_token() ? "carries" : "lacks");
 }
 
 }  // namespace braid::rpc::ucx_detail

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <string_view>
 #include <utility>
 
 #include "base/check.h"
@@ -37,8 +38,9 @@ ucs_status_t frame_handler(void* arg, const void* header, size_t header_length, 
 
 }  // namespace
 
-UcxReceiver::UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id, size_t fetch_budget)
-    : worker_(worker), limits_(limits), self_id_(self_id), fetch_budget_(fetch_budget) {}
+UcxReceiver::UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id, size_t fetch_budget,
+                         StreamAuth auth)
+    : worker_(worker), auth_(std::move(auth)), limits_(limits), self_id_(self_id), fetch_budget_(fetch_budget) {}
 
 UcxReceiver::~UcxReceiver() = default;
 
@@ -64,13 +66,20 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
   try {
     env = decode_envelope(head);
   } catch (const std::exception& e) {
-    logging::get("braid.rpc")->error("ucx transport (worker {}): dropped an active message of {} + {} bytes from "
-                                     "an unknown sender: {}", self_id_, header_length, length, e.what());
+    refused_messages_.fetch_add(1, std::memory_order_relaxed);
+    log_refusal(fmt::format("ucx transport (worker {}): dropped an active message of {} + {} bytes from an unknown "
+                            "sender: {}", self_id_, header_length, length, e.what()));
     return UCS_OK;
   }
   const StreamKey key{env.sender, env.stream};
-  Stream& stream = streams_[key];
-  stream.sender = env.sender;
+  auto sit = streams_.find(key);
+  if (sit == streams_.end()) {
+    // Nothing past the envelope is read (and a rendezvous is released unfetched) unless the token verifies.
+    if (!admit(env, head, length)) return UCS_OK;
+    sit = streams_.try_emplace(key).first;
+    sit->second.sender = env.sender;
+  }
+  Stream& stream = sit->second;
   if (stream.dead) return UCS_OK;  // the rest of a stream that was already rejected
   auto in = std::make_unique<Incoming>();
   in->owner = this;
@@ -84,21 +93,22 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
     BRAID_CHECK_TYPED(WireError, env.seq - stream.next_seq < kMaxReorder,
                       "ucx envelope: message {} of stream {:016x} is {} ahead of the next expected one (at most {})",
                       env.seq, env.stream, env.seq - stream.next_seq, kMaxReorder);
+    const size_t fixed = env.fixed_header_bytes();
     if (env.prefix_in_header()) {
-      BRAID_CHECK_TYPED(WireError, header_length == kEnvelopeBytes + env.prefix_bytes,
+      BRAID_CHECK_TYPED(WireError, header_length == fixed + env.prefix_bytes,
                         "ucx envelope: header of {} bytes, envelope says {} + {} (frame prefix)", header_length,
-                        kEnvelopeBytes, env.prefix_bytes);
+                        fixed, env.prefix_bytes);
     } else {
-      BRAID_CHECK_TYPED(WireError, header_length == kEnvelopeBytes,
+      BRAID_CHECK_TYPED(WireError, header_length == fixed,
                         "ucx envelope: header of {} bytes, expected {} (frame prefix in the data)", header_length,
-                        kEnvelopeBytes);
+                        fixed);
       BRAID_CHECK_TYPED(WireError, length >= env.prefix_bytes && length - env.prefix_bytes <= limits_.max_payload_bytes,
                         "ucx frame: data of {} bytes for a frame prefix of {} bytes and at most {} payload bytes",
                         length, env.prefix_bytes, limits_.max_payload_bytes);
     }
     if (!rendezvous) {
       if (env.prefix_in_header()) {
-        parse_prefix(*in, head.subspan(kEnvelopeBytes), length);
+        parse_prefix(*in, head.subspan(fixed), length);
         const auto* bytes = static_cast<const uint8_t*>(data);
         size_t at = 0;
         for (const auto& span : receive_spans(in->msg)) {
@@ -137,11 +147,62 @@ ucs_status_t UcxReceiver::on_frame(const void* header, size_t header_length, voi
   return UCS_OK;
 }
 
+bool UcxReceiver::admit(const Envelope& env, std::span<const uint8_t> head, size_t data_length) {
+  // Reasons are fixed text: a flood of refused messages costs no formatting beyond the logged ones.
+  std::string_view why;
+  if (env.seq != 0) {
+    why = "a later message of a stream this worker has not authenticated";
+  } else if (!env.has_token()) {
+    why = "the first message of a stream, without a stream token";
+  } else if (head.size() < kEnvelopeBytes + kStreamTokenBytes) {
+    why = "a header too short for the stream token it announces";
+  } else if (env.sender == self_id_) {
+    why = "it claims this worker's own id";
+  } else if (const auto nonce = auth_.peer_nonce(env.sender); !nonce) {
+    why = "no worker of that id is among this worker's peers";
+  } else {
+    security::StreamTokenFields fields;
+    fields.service = security::Service::kRpcUcx;
+    fields.sender = env.sender;
+    fields.receiver = self_id_;
+    fields.stream = env.stream;
+    fields.receiver_nonce = auth_.self_nonce;
+    fields.sender_nonce = *nonce;
+    const auto token = head.subspan(kEnvelopeBytes).first<kStreamTokenBytes>();
+    if (security::verify_stream_token(auth_.secret, fields, token)) return true;
+    why = "its stream token does not verify: the sender does not hold this job's secret";
+  }
+  refuse(env, head.size(), data_length, why);
+  return false;
+}
+
+void UcxReceiver::refuse(const Envelope& env, size_t header_length, size_t data_length, std::string_view why) {
+  refused_messages_.fetch_add(1, std::memory_order_relaxed);
+  const StreamKey key{env.sender, env.stream};
+  if (refusals_logged_ >= kMaxRefusalLogs || refused_.count(key) != 0) return;  // logged once per stream
+  refused_.insert(key);
+  log_refusal(fmt::format("ucx transport (worker {}): refused stream {:016x} claiming to be worker {} (message {}, {} "
+                          "+ {} bytes): {}. It and every later message of it are dropped unread and unanswered "
+                          "(UCX does not tell where an active message came from)", self_id_, env.stream, env.sender,
+                          env.seq, header_length, data_length, why));
+}
+
+void UcxReceiver::log_refusal(const std::string& line) {
+  if (refusals_logged_ >= kMaxRefusalLogs) return;
+  ++refusals_logged_;
+  auto& log = *logging::get("braid.rpc");
+  log.error("{}", line);
+  if (refusals_logged_ == kMaxRefusalLogs) {
+    log.error("ucx transport (worker {}): {} refused messages logged; later ones are dropped without a log line",
+              self_id_, kMaxRefusalLogs);
+  }
+}
+
 bool UcxReceiver::begin_fetch(const StreamKey& key, Stream& stream, Incoming& in, std::span<const uint8_t> head,
                               bool in_callback) {
   try {
     if (in.env.prefix_in_header()) {
-      parse_prefix(in, head.subspan(kEnvelopeBytes), in.length);
+      parse_prefix(in, head.subspan(in.env.fixed_header_bytes()), in.length);
     } else {
       in.staging.resize(in.length);
     }

@@ -14,6 +14,17 @@
 // tensors not yet allocated, their senders' requests pending), so a fast sender of large messages
 // cannot make this side allocate without limit.
 //
+// Authentication. A stream exists for the receiver only once its first message (sequence number 0) has
+// brought a stream token that verifies: HMAC over the job secret, this worker's and the claimed sender's
+// ids and nonces, and the stream (security/stream_token.h). Until then every message of it is dropped
+// right after its envelope: its frame prefix is not parsed, nothing is allocated from the sizes it claims,
+// a rendezvous's data is never fetched, and nothing is sent back (no reset, no failure reported against
+// the worker it claims to be: that worker's real calls must not fail because a stranger used its id).
+// Each refused stream is logged once, with the worker id it claimed and its stream id (UCX does not tell
+// an active message's origin); the log lines are bounded, as is the memory that remembers them. Later
+// messages of an authenticated stream are bound to it by the stream id: 64 random bits that only the
+// two ends ever see.
+//
 // Errors. A malformed envelope or frame, a sequence number out of place or a failed fetch kills the
 // stream (later messages on it are dropped) and is reported as a Rejection for the transport to log
 // and act on; nothing is thrown out of a UCX callback. A message whose envelope cannot be read at all
@@ -25,14 +36,20 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "rpc/message.h"
 #include "rpc/ucx/ucx_envelope.h"
 #include "rpc/wire.h"
+#include "security/stream_token.h"
 
 namespace braid::rpc::ucx_detail {
 
@@ -49,13 +66,24 @@ struct Rejection {
   bool malformed = false;  // the peer sent something invalid (as opposed to a transfer that failed)
 };
 
+// What the receiver needs to authenticate a stream.
+struct StreamAuth {
+  security::JobSecret secret;
+  security::Nonce self_nonce{};
+  // The nonce a worker published with its address (add_peers); nullopt for an id this transport does not
+  // know. Called on the progress thread.
+  std::function<std::optional<security::Nonce>(int worker)> peer_nonce;
+};
+
 class UcxReceiver {
  public:
   static constexpr size_t kMaxReorder = 1u << 16;
   static constexpr size_t kDefaultFetchBudget = size_t{256} << 20;
+  // Refused streams (and envelopes that could not be read) logged one by one; later ones are counted.
+  static constexpr size_t kMaxRefusalLogs = 1024;
 
   // `fetch_budget`: bytes fetched at once (one fetch is always allowed, whatever its size).
-  UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id, size_t fetch_budget);
+  UcxReceiver(ucp_worker_h worker, const WireLimits& limits, int self_id, size_t fetch_budget, StreamAuth auth);
   ~UcxReceiver();
   UcxReceiver(const UcxReceiver&) = delete;
   UcxReceiver& operator=(const UcxReceiver&) = delete;
@@ -71,6 +99,8 @@ class UcxReceiver {
   std::vector<Rejection> take_rejections();
   bool has_events() const { return !deliveries_.empty() || !rejections_.empty(); }
   size_t fetches_in_flight() const { return fetches_in_flight_; }
+  // Messages dropped unread because their stream is not authenticated (any thread; for tests).
+  uint64_t refused_messages() const { return refused_messages_.load(std::memory_order_relaxed); }
   // Starts the fetches that waited for the budget; true if it started any. Called outside UCX callbacks.
   bool pump();
 
@@ -91,6 +121,12 @@ class UcxReceiver {
   using StreamKey = std::pair<int, uint64_t>;  // (sender, stream)
 
   enum class Fetch { kFailed, kPending, kDone };
+
+  // Whether the message whose envelope is `env` may open its stream (the token verifies); logs a refusal.
+  bool admit(const Envelope& env, std::span<const uint8_t> head, size_t data_length);
+  void refuse(const Envelope& env, size_t header_length, size_t data_length, std::string_view why);
+  // Logs `line` while fewer than kMaxRefusalLogs refusals were logged.
+  void log_refusal(const std::string& line);
 
   static void fetch_done(void* request, ucs_status_t status, size_t length, void* user_data);
   void on_fetched(Incoming* in, ucs_status_t status);
@@ -116,6 +152,7 @@ class UcxReceiver {
   void reject(const StreamKey& key, Stream& stream, std::string reason, bool malformed);
 
   ucp_worker_h worker_;
+  StreamAuth auth_;
   WireLimits limits_;
   int self_id_;
   size_t fetch_budget_;
@@ -123,7 +160,10 @@ class UcxReceiver {
   size_t fetches_in_flight_ = 0;
   size_t bytes_fetching_ = 0;
   std::deque<std::pair<StreamKey, uint64_t>> deferred_;  // (stream, seq) of messages waiting to be fetched
-  std::map<StreamKey, Stream> streams_;  // dead streams stay, so that their leftovers are recognised
+  std::map<StreamKey, Stream> streams_;  // authenticated ones only; dead ones stay (their leftovers are recognised)
+  std::set<StreamKey> refused_;          // refused streams already logged (at most kMaxRefusalLogs)
+  size_t refusals_logged_ = 0;
+  std::atomic<uint64_t> refused_messages_{0};
   std::vector<Delivery> deliveries_;
   std::vector<Rejection> rejections_;
 };

@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <sched.h>
 
 #include "base/check.h"
@@ -38,15 +37,16 @@ auto& log() { return *logging::get("braid.rpc"); }
 }  // namespace
 
 UcxTransport::UcxTransport(const TransportOptions& options, size_t fetch_budget)
-    : options_(options), fetch_budget_(fetch_budget) {
+    : options_(options),
+      fetch_budget_(fetch_budget),
+      secret_(options.secret ? *options.secret : security::job_secret()),
+      nonce_(security::fresh_nonce()) {
   context_ = std::make_unique<UcxContext>();
   data_worker_ = std::make_unique<UcxWorker>(*context_);
   monitor_worker_ = std::make_unique<UcxWorker>(*context_);
-  address_ = pack_addresses({data_worker_->address(), monitor_worker_->address()});
+  address_ = pack_addresses({data_worker_->address(), monitor_worker_->address(), nonce_});
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) BRAID_THROW(CommError, "ucx transport: eventfd failed: {}", std::strerror(errno));
-  std::random_device rd;
-  stream_base_ = (uint64_t{rd()} << 32) ^ rd();
 }
 
 UcxTransport::~UcxTransport() {
@@ -64,6 +64,13 @@ std::string UcxTransport::describe_address(const std::vector<uint8_t>& address) 
   return fmt::format("ucx worker address ({} bytes)", address.size());
 }
 
+std::optional<security::Nonce> UcxTransport::peer_nonce(int peer) const {
+  std::shared_lock lock(peers_mu_);
+  const auto it = peers_.find(peer);
+  if (it == peers_.end()) return std::nullopt;
+  return it->second.address.nonce;
+}
+
 std::string UcxTransport::peer_label(int peer) const {
   std::shared_lock lock(peers_mu_);
   const auto it = peers_.find(peer);
@@ -78,7 +85,9 @@ void UcxTransport::start(int self_id, TransportHandlers handlers) {
   BRAID_CHECK_ARG(self_id >= 0, "ucx transport: start(): worker id must be >= 0, got {}", self_id);
   self_id_ = self_id;
   handlers_ = std::move(handlers);
-  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id, fetch_budget_);
+  StreamAuth auth{secret_, nonce_, [this](int worker) { return peer_nonce(worker); }};
+  receiver_ = std::make_unique<UcxReceiver>(data_worker_->get(), options_.limits, self_id, fetch_budget_,
+                                            std::move(auth));
   receiver_->install();
   ucp_am_handler_param_t param{};
   param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -44,6 +45,8 @@ class UcxTransport final : public Transport {
   ~UcxTransport() override;
 
   std::string name() const override { return "ucx"; }
+  // Messages dropped unread because their stream did not authenticate (ucx_receiver.h). Any thread.
+  uint64_t refused_messages() const { return receiver_ ? receiver_->refused_messages() : 0; }
   std::vector<uint8_t> local_address() const override { return address_; }
   std::string describe_address(const std::vector<uint8_t>& address) const override;
   void start(int self_id, TransportHandlers handlers) override;
@@ -74,6 +77,7 @@ class UcxTransport final : public Transport {
     uint64_t generation = 0;     // of the endpoints, so that late errors of closed ones are told apart
     uint64_t stream = 0;         // id of the outgoing stream in the envelopes
     uint64_t next_seq = 0;
+    security::Nonce peer_nonce{};  // from the peer's address, for the token that opens each stream
     bool failed = false;         // endpoints failed and were closed; the next send connects again
     int failed_connects = 0;     // in a row: only the first one is logged as a warning
     // Failures with no completed send in between, and when the next connect may be tried: after the
@@ -91,7 +95,8 @@ class UcxTransport final : public Transport {
     bool reset = false;  // a reset, not a frame
     Message msg;
     std::vector<uint8_t> buffer;                     // envelope + prefix (header), or the prefix (data)
-    std::array<uint8_t, kEnvelopeBytes> envelope{};  // the header when the prefix goes in the data
+    // The header when the prefix goes in the data: envelope [+ stream token].
+    std::array<uint8_t, kEnvelopeBytes + kStreamTokenBytes> envelope{};
     std::vector<ucp_dt_iov_t> iov;
     std::string text;         // a reset's reason
     void* request = nullptr;  // while UCX holds the op
@@ -136,6 +141,9 @@ class UcxTransport final : public Transport {
   void fail_peer(int peer, const std::string& reason);
   void report_failure(int peer, const std::string& reason, bool quiet = false);
   void new_stream(Connection& c);
+  // Envelope [+ stream token, on message 0] into `out` (fixed_header_bytes() of them).
+  void encode_header(const Connection& c, const Envelope& env, uint8_t* out) const;
+  std::optional<security::Nonce> peer_nonce(int peer) const;
   void close_endpoint(ucp_ep_h ep, bool force);
   void close_all_endpoints();
   bool probe_monitor_support();
@@ -148,6 +156,8 @@ class UcxTransport final : public Transport {
 
   const TransportOptions options_;
   const size_t fetch_budget_;
+  const security::JobSecret secret_;  // options_.secret or the process's
+  const security::Nonce nonce_;       // this incarnation's, published in address_
 
   // Shared.
   mutable std::shared_mutex peers_mu_;
@@ -181,8 +191,6 @@ class UcxTransport final : public Transport {
   std::vector<std::vector<uint8_t>> returned_buffers_;
   std::vector<EpError> ep_errors_;
   std::vector<ResetNotice> resets_;
-  uint64_t stream_base_ = 0;
-  uint64_t streams_made_ = 0;
   uint64_t generations_made_ = 0;
   bool monitors_ = false;  // probe_monitor_support()
   bool tearing_down_ = false;

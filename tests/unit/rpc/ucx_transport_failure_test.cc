@@ -1,5 +1,6 @@
 // The UCX transport when things go wrong: a peer that shuts down, shutdown with messages in flight, and
-// malformed active messages injected by a raw UCX worker. Compiles to nothing without UCX.
+// malformed active messages injected by a raw UCX worker (ucx_raw_worker.h) that holds the job's secret.
+// Compiles to nothing without UCX.
 #include "base/config.h"
 
 #if BRAID_HAVE_UCX
@@ -14,7 +15,9 @@
 #include "base/error.h"
 #include "rpc/ucx/ucx_context.h"
 #include "rpc/ucx/ucx_envelope.h"
+#include "security/job_secret.h"
 #include "tensor/compare.h"
+#include "ucx_raw_worker.h"
 #include "ucx_test_harness.h"
 
 using namespace braid;
@@ -138,129 +141,6 @@ TEST_CASE("ucx transport: a frame over the receiver's limits fails both sides, a
   CHECK(b.failures().size() == 1);
 }
 
-namespace {
-
-// A bare UCX worker in the test that speaks (or mangles) the transport's active messages.
-class RawWorker {
- public:
-  RawWorker() {
-    ucp_config_t* config = nullptr;
-    REQUIRE(ucp_config_read(nullptr, nullptr, &config) == UCS_OK);
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_AM;
-    REQUIRE(ucp_init(&params, config, &context_) == UCS_OK);
-    ucp_config_release(config);
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    REQUIRE(ucp_worker_create(context_, &wp, &worker_) == UCS_OK);
-    ucp_address_t* address = nullptr;
-    size_t length = 0;
-    REQUIRE(ucp_worker_get_address(worker_, &address, &length) == UCS_OK);
-    address_.assign(reinterpret_cast<uint8_t*>(address), reinterpret_cast<uint8_t*>(address) + length);
-    ucp_worker_release_address(worker_, address);
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hp.id = ucx_detail::kResetAmId;
-    hp.cb = [](void* arg, const void*, size_t, void* data, size_t data_length, const ucp_am_recv_param_t*) {
-      static_cast<RawWorker*>(arg)->resets_.emplace_back(static_cast<const char*>(data), data_length);
-      return UCS_OK;
-    };
-    hp.arg = this;
-    REQUIRE(ucp_worker_set_am_recv_handler(worker_, &hp) == UCS_OK);
-    hp.id = ucx_detail::kFrameAmId;
-    hp.cb = [](void* arg, const void* header, size_t header_length, void*, size_t, const ucp_am_recv_param_t*) {
-      const auto* bytes = static_cast<const uint8_t*>(header);
-      static_cast<RawWorker*>(arg)->frames_.push_back(ucx_detail::decode_envelope({bytes, header_length}));
-      return UCS_OK;  // a rendezvous is released unread
-    };
-    REQUIRE(ucp_worker_set_am_recv_handler(worker_, &hp) == UCS_OK);
-  }
-  ~RawWorker() {
-    if (ep_ != nullptr) {
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* r = ucp_ep_close_nbx(ep_, &p);
-      if (r != nullptr && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
-    }
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(context_);
-  }
-
-  // As a transport publishes it: this one worker stands for both the data and the monitor worker.
-  std::vector<uint8_t> address() const { return ucx_detail::pack_addresses({address_, address_}); }
-  const std::vector<std::string>& resets() const { return resets_; }
-  const std::vector<ucx_detail::Envelope>& frames() const { return frames_; }
-
-  // Connects to the data worker of the transport whose local_address() is `to`.
-  void connect(const std::vector<uint8_t>& to) {
-    const std::vector<uint8_t> data = ucx_detail::unpack_addresses(to, "test").data;
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    p.address = reinterpret_cast<const ucp_address_t*>(data.data());
-    REQUIRE(ucp_ep_create(worker_, &p, &ep_) == UCS_OK);
-  }
-  // Sends one active message and progresses until it is out.
-  void send(unsigned id, const std::vector<uint8_t>& header, const std::vector<uint8_t>& data) {
-    ucp_request_param_t p{};
-    void* r = ucp_am_send_nbx(ep_, id, header.data(), header.size(), data.data(), data.size(), &p);
-    REQUIRE_FALSE(UCS_PTR_IS_ERR(r));
-    const auto deadline = Clock::now() + 3s;
-    while (r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) {
-      ucp_worker_progress(worker_);
-    }
-    if (r != nullptr) ucp_request_free(r);
-  }
-  bool wait_resets(size_t n) {
-    const auto deadline = Clock::now() + 3s;
-    while (resets_.size() < n && Clock::now() < deadline) ucp_worker_progress(worker_);
-    return resets_.size() >= n;
-  }
-  // Progresses this worker (so that the transport's endpoints to it connect) until `done` or 3 s.
-  bool progress_until(const std::function<bool()>& done, std::chrono::milliseconds at_least = 0ms) {
-    const auto start = Clock::now();
-    while (Clock::now() < start + 3s) {
-      ucp_worker_progress(worker_);
-      if (Clock::now() >= start + at_least && done()) return true;
-      std::this_thread::sleep_for(50us);
-    }
-    return false;
-  }
-  bool wait_frames(size_t n) {
-    const auto deadline = Clock::now() + 3s;
-    while (frames_.size() < n && Clock::now() < deadline) ucp_worker_progress(worker_);
-    return frames_.size() >= n;
-  }
-
- private:
-  ucp_context_h context_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  ucp_ep_h ep_ = nullptr;
-  std::vector<uint8_t> address_;
-  std::vector<std::string> resets_;
-  std::vector<ucx_detail::Envelope> frames_;
-};
-
-// Envelope (+ frame prefix of `msg` when given) as the transport would send it from `sender`.
-std::vector<uint8_t> header_for(int sender, uint64_t stream, uint64_t seq, const Message* msg) {
-  std::vector<uint8_t> prefix;
-  if (msg != nullptr) frame_prefix(*msg, prefix);
-  ucx_detail::Envelope env;
-  env.flags = msg != nullptr ? ucx_detail::kPrefixInHeader : 0;
-  env.sender = sender;
-  env.prefix_bytes = static_cast<uint32_t>(prefix.size());
-  env.stream = stream;
-  env.seq = seq;
-  std::vector<uint8_t> out(ucx_detail::kEnvelopeBytes);
-  ucx_detail::encode_envelope(env, out.data());
-  out.insert(out.end(), prefix.begin(), prefix.end());
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("ucx transport: malformed active messages are dropped, reported and answered with a reset",
           "[rpc][ucx]") {
   TransportOptions options;
@@ -270,13 +150,15 @@ TEST_CASE("ucx transport: malformed active messages are dropped, reported and an
   RawWorker mallory;
   b.transport().add_peers({PeerInfo{5, "mallory", mallory.address()}});
   mallory.connect(b.transport().local_address());
+  // This raw peer holds the job's secret (it is in this process): it authenticates, then misbehaves.
+  const Signer sign{security::job_secret(), 1, b.transport().local_address(), mallory.nonce()};
 
   // A valid frame first: the raw worker speaks the format.
   const Message hello = make_message(1, {full({4}, 2, DType::Int32)}, "hi");
   std::vector<uint8_t> payload(16);
   const int32_t twos[4] = {2, 2, 2, 2};
   std::memcpy(payload.data(), twos, 16);
-  mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 0, &hello), payload);
+  mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 0, &hello, &sign), payload);
   REQUIRE(mallory.progress_until([&] { return b.messages().size() >= 1; }));
   CHECK(b.messages()[0].from == 5);
   CHECK(equal(b.messages()[0].msg.tensors.at(0), full({4}, 2, DType::Int32)));
@@ -301,7 +183,7 @@ TEST_CASE("ucx transport: malformed active messages are dropped, reported and an
     mallory.progress_until([] { return true; }, 100ms);
     CHECK(b.messages().size() == 1);
     // A new stream (what a real sender makes after the reset) is accepted.
-    mallory.send(ucx_detail::kFrameAmId, header_for(5, 78, 0, &hello), payload);
+    mallory.send(ucx_detail::kFrameAmId, header_for(5, 78, 0, &hello, &sign), payload);
     REQUIRE(mallory.progress_until([&] { return b.messages().size() >= 2; }));
   }
   SECTION("a frame header with a bad magic") {
@@ -317,7 +199,7 @@ TEST_CASE("ucx transport: malformed active messages are dropped, reported and an
     CHECK_THAT(b.failures()[0].second, Catch::Contains("15 bytes of tensor data"));
   }
   SECTION("a sequence number seen before") {
-    mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 0, &hello), payload);
+    mallory.send(ucx_detail::kFrameAmId, header_for(5, 77, 0, &hello, &sign), payload);
     REQUIRE(mallory.progress_until([&] { return b.failures().size() >= 1; }));
     CHECK_THAT(b.failures()[0].second, Catch::Contains("arrived twice"));
   }
