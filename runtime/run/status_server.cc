@@ -16,32 +16,41 @@ namespace braid::runtime {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+constexpr size_t kMaxRequest = 64;
+
 struct StatusServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::function<nlohmann::json()> snapshot;
+  std::function<nlohmann::json(const std::string&)> snapshot;
 
   void accept() {
     acceptor.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
       if (ec) return;  // the acceptor was closed
       auto s = std::make_shared<tcp::socket>(std::move(socket));
-      std::string text;
-      try {
-        text = snapshot().dump() + "\n";
-      } catch (const std::exception& e) {
-        text = nlohmann::json{{"error", e.what()}}.dump() + "\n";
-      }
-      auto buf = std::make_shared<std::string>(std::move(text));
-      asio::async_write(*s, asio::buffer(*buf), [s, buf](const boost::system::error_code&, size_t) {
-        boost::system::error_code ignored;
-        s->shutdown(tcp::socket::shutdown_both, ignored);
+      // One request line ("status" or "trace"), at most kMaxRequest bytes: a longer one is refused.
+      auto in = std::make_shared<asio::streambuf>(kMaxRequest);
+      asio::async_read_until(*s, *in, '\n', [this, s, in](const boost::system::error_code& rec, size_t n) {
+        std::string request(asio::buffers_begin(in->data()), asio::buffers_begin(in->data()) + static_cast<long>(n));
+        if (!request.empty()) request.pop_back();
+        std::string text;
+        try {
+          BRAID_CHECK_ARG(!rec, "status: no request line ({})", rec.message());
+          text = snapshot(request).dump() + "\n";
+        } catch (const std::exception& e) {
+          text = nlohmann::json{{"error", e.what()}}.dump() + "\n";
+        }
+        auto buf = std::make_shared<std::string>(std::move(text));
+        asio::async_write(*s, asio::buffer(*buf), [s, buf](const boost::system::error_code&, size_t) {
+          boost::system::error_code ignored;
+          s->shutdown(tcp::socket::shutdown_both, ignored);
+        });
       });
       accept();
     });
   }
 };
 
-StatusServer::StatusServer(std::function<nlohmann::json()> snapshot, const std::string& status_file)
+StatusServer::StatusServer(std::function<nlohmann::json(const std::string&)> snapshot, const std::string& status_file)
     : impl_(std::make_unique<Impl>()), status_file_(status_file) {
   impl_->snapshot = std::move(snapshot);
   // Every interface: `braid status` may run on another host than the driver.
@@ -89,7 +98,7 @@ std::string read_status_address(const std::string& status_file) {
   return address;
 }
 
-nlohmann::json query_status(const std::string& address, std::chrono::milliseconds timeout) {
+nlohmann::json query_status(const std::string& address, std::chrono::milliseconds timeout, const std::string& request) {
   const size_t colon = address.rfind(':');
   BRAID_CHECK_ARG(colon != std::string::npos && colon > 0, "status: '{}' is not HOST:PORT", address);
   asio::io_context io;
@@ -98,6 +107,7 @@ nlohmann::json query_status(const std::string& address, std::chrono::millisecond
   boost::system::error_code result = asio::error::would_block;
   tcp::resolver resolver(io);
   asio::streambuf buf;
+  const std::string line = request + "\n";
   resolver.async_resolve(address.substr(0, colon), address.substr(colon + 1),
                          [&](const boost::system::error_code& ec, const tcp::resolver::results_type& endpoints) {
                            if (ec) {
@@ -109,8 +119,14 @@ nlohmann::json query_status(const std::string& address, std::chrono::millisecond
                                result = ec2;
                                return;
                              }
-                             asio::async_read(socket, buf, [&](const boost::system::error_code& ec3, size_t) {
-                               result = ec3 == asio::error::eof ? boost::system::error_code{} : ec3;
+                             asio::async_write(socket, asio::buffer(line), [&](const boost::system::error_code& ec4, size_t) {
+                               if (ec4) {
+                                 result = ec4;
+                                 return;
+                               }
+                               asio::async_read(socket, buf, [&](const boost::system::error_code& ec3, size_t) {
+                                 result = ec3 == asio::error::eof ? boost::system::error_code{} : ec3;
+                               });
                              });
                            });
                          });

@@ -1,6 +1,7 @@
 // The driver's status endpoint for `braid status`: a TCP server (Boost.Asio, one thread) on a port the OS
-// picks, which answers every connection with one JSON line (what `snapshot` returns) and closes it; it
-// reads nothing from the client, so a stray or slow client cannot hold it. Its address "host:port" is
+// picks, which reads one request line ("status", or "trace" for `braid status --trace`; at most 64 bytes)
+// and answers it with one JSON line (what `snapshot(request)` returns), then closes the connection. Reads
+// are asynchronous, so a stray or slow client holds only its own connection. Its address "host:port" is
 // written to the job's status_file (atomically) and the file is removed when the server stops.
 //
 // The client side: read_status_address() and query_status(); format_status() is the table `braid status`
@@ -19,7 +20,7 @@ namespace braid::runtime {
 
 class StatusServer {
  public:
-  StatusServer(std::function<nlohmann::json()> snapshot, const std::string& status_file);
+  StatusServer(std::function<nlohmann::json(const std::string& request)> snapshot, const std::string& status_file);
   ~StatusServer();  // stops and joins the thread, removes the status file
   StatusServer(const StatusServer&) = delete;
   StatusServer& operator=(const StatusServer&) = delete;
@@ -36,8 +37,10 @@ class StatusServer {
 
 // "host:port" from a status file; InvalidArgument naming the file when it is missing (no job running?).
 std::string read_status_address(const std::string& status_file);
-// Connects to "host:port" and reads the status; Error naming the address on failure or after `timeout`.
-nlohmann::json query_status(const std::string& address, std::chrono::milliseconds timeout);
+// Connects to "host:port", sends `request` and reads the answer; Error naming the address on failure or
+// after `timeout`.
+nlohmann::json query_status(const std::string& address, std::chrono::milliseconds timeout,
+                            const std::string& request = "status");
 // The status as a table: job, state, step, then one line per rank.
 std::string format_status(const nlohmann::json& status);
 

@@ -25,9 +25,9 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
   std::atomic<int64_t> step{0};
   std::atomic<int> answered{0};
   auto server = std::make_unique<StatusServer>(
-      [&] {
+      [&](const std::string& request) {
         ++answered;
-        return nlohmann::json{{"job", "t"}, {"step", step.load()}};
+        return nlohmann::json{{"job", "t"}, {"step", step.load()}, {"request", request}};
       },
       status_file);
   const std::string address = server->address();
@@ -56,6 +56,9 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
   }
   CHECK(ok == 40);
   CHECK(answered >= 40);
+  // The request line reaches the snapshot (`braid status --trace` sends "trace").
+  CHECK(query_status(address, std::chrono::seconds(10)).value("request", "") == "status");
+  CHECK(query_status(address, std::chrono::seconds(10), "trace").value("request", "") == "trace");
 
   // A client that keeps asking while the server goes away: each query either answers or fails cleanly.
   std::atomic<bool> asking{true};
