@@ -20,9 +20,9 @@ namespace braid::bench {
 struct TraceBenchOptions {
   std::string backend = "gloo";
   int64_t bytes = 4;
-  int iters = 5000;
+  int iters = 2000;
   int warmup = 500;
-  int rounds = 7;
+  int rounds = 5;
   int64_t micro_iters = 2'000'000;
   std::string init_method;
   int timeout_s = 300;

@@ -135,7 +135,8 @@ std::shared_ptr<Work> EngineProcessGroup::enqueue(OpInfo info, Body body) {
   OpContext ctx;
   ctx.seq = next_sequence_number();
   ctx.what = describe_op(info.op, ctx.seq);
-  ctx.deadline = Deadline(Clock::now() + timeout);
+  const auto now = Clock::now();
+  ctx.deadline = Deadline(now + timeout);
   ctx.lane = static_cast<int>(ctx.seq % static_cast<uint64_t>(queue_.lanes()));
   auto work = std::make_shared<Work>(ctx.what, timeout);
   {
@@ -149,7 +150,7 @@ std::shared_ptr<Work> EngineProcessGroup::enqueue(OpInfo info, Body body) {
     }
     in_flight_.push_back(work);
   }
-  recorder_->scheduled(ctx.seq, info.op, info.io);
+  recorder_->scheduled(ctx.seq, info.op, info.io, now);
   const int lane = ctx.lane;
   const Deadline deadline = ctx.deadline;
   const bool small = info.bytes <= kSpinBytes;
@@ -177,7 +178,7 @@ void EngineProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, Body&&
   const auto started = Clock::now();
   const Millis publish_after = std::min(kPublishAfter, ctx.deadline.remaining(started) / 4);
   queue_.op_started(ctx.lane, ctx.seq, started, started + publish_after, info.bytes <= kSpinBytes);
-  recorder_->started(ctx.seq);
+  recorder_->started(ctx.seq, started);
   try {
     if (health_.detail()) health_.check_fingerprint(ctx, info.signature, *network_);
     TensorList result = body(ctx);

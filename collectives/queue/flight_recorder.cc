@@ -27,6 +27,10 @@ int64_t wall_ns() {
       .count();
 }
 
+int64_t steady_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 // JSON string body: group names and reasons come from users.
 std::string escape(std::string_view s) {
   std::string out;
@@ -69,27 +73,25 @@ TraceEntry* FlightRecorder::slot_locked(uint64_t seq) {
   return e.seq == seq ? &e : nullptr;
 }
 
-void FlightRecorder::scheduled(uint64_t seq, const char* op, const TraceIo& io) {
+void FlightRecorder::scheduled(uint64_t seq, const char* op, const TraceIo& io, Clock::time_point now) {
   if (ring_.empty()) return;
-  const int64_t now = wall_ns();
   std::lock_guard<std::mutex> lock(mu_);
-  ring_[seq % ring_.size()] = TraceEntry{seq, op, io, TraceState::Scheduled, now, 0, 0};
+  ring_[seq % ring_.size()] = TraceEntry{seq, op, io, TraceState::Scheduled, steady_ns(now), 0, 0};
   if (seq > last_seq_) last_seq_ = seq;
 }
 
-void FlightRecorder::started(uint64_t seq) {
+void FlightRecorder::started(uint64_t seq, Clock::time_point now) {
   if (ring_.empty()) return;
-  const int64_t now = wall_ns();
   std::lock_guard<std::mutex> lock(mu_);
   if (TraceEntry* e = slot_locked(seq)) {
     e->state = TraceState::Started;
-    e->started_ns = now;
+    e->started_ns = steady_ns(now);
   }
 }
 
 void FlightRecorder::ended(uint64_t seq, bool ok) {
   if (ring_.empty()) return;
-  const int64_t now = wall_ns();
+  const int64_t now = steady_ns(Clock::now());
   std::lock_guard<std::mutex> lock(mu_);
   if (TraceEntry* e = slot_locked(seq)) {
     e->state = ok ? TraceState::Completed : TraceState::Failed;
@@ -118,6 +120,9 @@ std::vector<TraceEntry> FlightRecorder::entries() const {
 
 std::string FlightRecorder::to_json() const {
   const std::vector<TraceEntry> es = entries();
+  // Steady readings to wall-clock times, so that dumps of different ranks line up.
+  const int64_t to_wall = wall_ns() - steady_ns(Clock::now());
+  const auto wall = [to_wall](int64_t t) { return t == 0 ? int64_t{0} : t + to_wall; };
   std::vector<StallNote> stalls;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -140,8 +145,8 @@ std::string FlightRecorder::to_json() const {
     const TraceEntry& e = es[i];
     out += fmt::format(
         R"({}{{"seq":{},"op":"{}","state":"{}","in_numel":{},"out_numel":{},"dtype":"{}","scheduled_ns":{},"started_ns":{},"ended_ns":{}}})",
-        i ? "," : "", e.seq, e.op, to_string(e.state), e.io.in_numel, e.io.out_numel, e.io.dtype, e.scheduled_ns,
-        e.started_ns, e.ended_ns);
+        i ? "," : "", e.seq, e.op, to_string(e.state), e.io.in_numel, e.io.out_numel, e.io.dtype, wall(e.scheduled_ns),
+        wall(e.started_ns), wall(e.ended_ns));
     out += '\n';
   }
   out += "]}";

@@ -5,7 +5,9 @@
 //
 // Cost: the ring is allocated once, in the constructor; recording an op writes a fixed-size slot under an
 // uncontended mutex, three times per op (scheduled by the issuing thread, started and ended by the thread
-// that runs it), and allocates nothing. bench/collectives/trace_cost_bench.cc measures it.
+// that runs it), and allocates nothing. Times are steady-clock readings the group takes anyway (for the
+// deadline and the elapsed time), except the end's; they become wall-clock times when dumped. `braid bench
+// trace` (bench/trace/trace_bench.h) measures the cost.
 //
 // Dumps (trace::dump_all): one JSON file per process, "<dir>/rank-<rank>.json", holding every live
 // recorder of the process. The directory is BRAID_TRACE_DIR, else the one the job runtime sets (the job's
@@ -23,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/deadline.h"
 #include "collectives/core/engine.h"
 #include "tensor/dtype.h"
 
@@ -43,7 +46,8 @@ struct TraceEntry {
   const char* op = "";  // a string literal: the op's name
   TraceIo io;
   TraceState state = TraceState::Scheduled;
-  // Wall clock (system_clock), ns since the epoch; 0 until the state is reached.
+  // Steady clock (base/deadline.h's Clock) in entries(); wall clock (system_clock), ns since the epoch, in
+  // dumps; 0 until the state is reached.
   int64_t scheduled_ns = 0;
   int64_t started_ns = 0;
   int64_t ended_ns = 0;
@@ -72,8 +76,8 @@ class FlightRecorder {
 
   // The op's life: `op` must be a string literal (it is kept, not copied). started/ended of an op whose
   // slot was reused since (more than capacity ops later) are ignored.
-  void scheduled(uint64_t seq, const char* op, const TraceIo& io);
-  void started(uint64_t seq);
+  void scheduled(uint64_t seq, const char* op, const TraceIo& io, Clock::time_point now);
+  void started(uint64_t seq, Clock::time_point now);
   void ended(uint64_t seq, bool ok);
   void note_stall(StallNote note);
 

@@ -160,7 +160,7 @@ void HealthMonitor::check_stalls(Clock::time_point now) {
     const std::string op_name = note.op.empty() ? "op" : note.op;
     const std::string path = trace::dump_all("stall");
     logging::get("braid.collectives")
-        ->warn("stall: {} #{} on group '{}' (rank {}/{}, {}) has waited {:.1f} s (stall_warn_s {:.0f}){}{}", op_name,
+        ->warn("stall: {} #{} on group '{}' (rank {}/{}, {}) has waited {:.1f} s (stall_warn_s {:g}){}{}", op_name,
                op.seq, shape_.name, shape_.rank, shape_.size, backend_, waited,
                std::chrono::duration<double>(config_.stall_warn).count(), describe(missing),
                path.empty() ? "" : fmt::format("; flight recorder dumped to {}", path));

@@ -3,6 +3,7 @@
 // a dump is one JSON file per process that holds every live recorder.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <stdlib.h>
 
 #include <fstream>
@@ -18,7 +19,7 @@ namespace {
 
 TEST_CASE("flight recorder: the ring keeps the newest ops, oldest first", "[collectives][trace]") {
   FlightRecorder rec({1, 3, "g"}, "gloo", 4);
-  for (uint64_t seq = 1; seq <= 6; ++seq) rec.scheduled(seq, "allreduce", {8, 8, DType::Float32});
+  for (uint64_t seq = 1; seq <= 6; ++seq) rec.scheduled(seq, "allreduce", {8, 8, DType::Float32}, Clock::now());
   const auto es = rec.entries();
   REQUIRE(es.size() == 4);
   CHECK(es.front().seq == 3);
@@ -28,14 +29,14 @@ TEST_CASE("flight recorder: the ring keeps the newest ops, oldest first", "[coll
 
 TEST_CASE("flight recorder: states follow the op; updates of overwritten ops are ignored", "[collectives][trace]") {
   FlightRecorder rec({0, 2, "g"}, "mpi", 2);
-  rec.scheduled(1, "broadcast", {4, 4, DType::Int64});
-  rec.started(1);
+  rec.scheduled(1, "broadcast", {4, 4, DType::Int64}, Clock::now());
+  rec.started(1, Clock::now());
   rec.ended(1, true);
-  rec.scheduled(2, "allgather", {4, 8, DType::Float64});
-  rec.started(2);
+  rec.scheduled(2, "allgather", {4, 8, DType::Float64}, Clock::now());
+  rec.started(2, Clock::now());
   rec.ended(2, false);
-  rec.scheduled(3, "barrier", {});
-  rec.started(3);
+  rec.scheduled(3, "barrier", {}, Clock::now());
+  rec.started(3, Clock::now());
   rec.ended(1, false);  // op 1's slot now holds op 3
   const auto es = rec.entries();
   REQUIRE(es.size() == 2);
@@ -51,8 +52,8 @@ TEST_CASE("flight recorder: states follow the op; updates of overwritten ops are
 
 TEST_CASE("flight recorder: capacity 0 records nothing", "[collectives][trace]") {
   FlightRecorder rec({0, 1, "g"}, "gloo", 0);
-  rec.scheduled(1, "allreduce", {});
-  rec.started(1);
+  rec.scheduled(1, "allreduce", {}, Clock::now());
+  rec.started(1, Clock::now());
   rec.ended(1, true);
   CHECK(rec.entries().empty());
 }
@@ -64,9 +65,9 @@ TEST_CASE("flight recorder: a dump holds every live recorder as JSON", "[collect
   auto b = std::make_shared<FlightRecorder>(GroupShape{1, 2, "second"}, "gloo", 8);
   trace::register_recorder(a);
   trace::register_recorder(b);
-  a->scheduled(1, "allreduce", {16, 16, DType::Float32});
-  a->started(1);
-  b->scheduled(1, "broadcast", {2, 2, DType::Int32});
+  a->scheduled(1, "allreduce", {16, 16, DType::Float32}, Clock::now());
+  a->started(1, Clock::now());
+  b->scheduled(1, "broadcast", {2, 2, DType::Int32}, Clock::now());
   a->note_stall({1, "allreduce", 2.5, {1}, {{2, 0}}, ""});
   const std::string path = trace::dump_all("unit test");
   ::unsetenv("BRAID_TRACE_DIR");
@@ -108,6 +109,16 @@ TEST_CASE("flight recorder: a dump holds every live recorder as JSON", "[collect
   std::stringstream text2;
   text2 << in2.rdbuf();
   for (const auto& g : nlohmann::json::parse(text2.str())["groups"]) CHECK(g["name"] != "second");
+}
+
+TEST_CASE("flight recorder: SIGUSR2 asks for a dump instead of ending the process", "[collectives][trace]") {
+  // The first registered recorder installs the handler (this process has none of its own); the groups'
+  // monitor threads poll the request and dump.
+  trace::register_recorder(std::make_shared<FlightRecorder>(GroupShape{0, 1, "sig"}, "gloo", 4));
+  (void)trace::take_signal_request();
+  REQUIRE(::raise(SIGUSR2) == 0);
+  CHECK(trace::take_signal_request());
+  CHECK_FALSE(trace::take_signal_request());  // one request, one dump
 }
 
 TEST_CASE("flight recorder: BRAID_TRACE_BUFFER_SIZE is checked", "[collectives][trace]") {

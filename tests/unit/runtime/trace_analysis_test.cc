@@ -119,19 +119,19 @@ TEST_CASE("trace analyze: reads what the flight recorder dumps", "[runtime][trac
     // Two ranks of one group in one process, each dumped to its own file (the dump is per process).
     auto r0 = std::make_shared<collectives::FlightRecorder>(collectives::GroupShape{0, 2, "pair"}, "gloo", 16);
     collectives::trace::register_recorder(r0);
-    r0->scheduled(1, "allgather", {4, 8, DType::Float32});
-    r0->started(1);
+    r0->scheduled(1, "allgather", {4, 8, DType::Float32}, Clock::now());
+    r0->started(1, Clock::now());
     r0->ended(1, true);
-    r0->scheduled(2, "allreduce", {4, 4, DType::Float32});
-    r0->started(2);
+    r0->scheduled(2, "allreduce", {4, 4, DType::Float32}, Clock::now());
+    r0->started(2, Clock::now());
     const std::string p0 = collectives::trace::dump_all("test");
     REQUIRE(!p0.empty());
     std::filesystem::rename(p0, dir.path() / "rank-0.json");
     r0.reset();
     auto r1 = std::make_shared<collectives::FlightRecorder>(collectives::GroupShape{1, 2, "pair"}, "gloo", 16);
     collectives::trace::register_recorder(r1);
-    r1->scheduled(1, "allgather", {4, 8, DType::Float32});
-    r1->started(1);
+    r1->scheduled(1, "allgather", {4, 8, DType::Float32}, Clock::now());
+    r1->started(1, Clock::now());
     r1->ended(1, true);
     const std::string p1 = collectives::trace::dump_all("test");
     REQUIRE(!p1.empty());
