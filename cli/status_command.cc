@@ -51,9 +51,6 @@ int run_status_command(const StatusOptions& options) {
                  !file.empty() ? file : r.contains("error") ? "no dump: " + r.value("error", "") : "no dump (no group records)");
     }
     return missing == 0 ? 0 : 1;
-  }
-  if (options.json) {
-    fmt::print("{}\n", status.dump());
   } else {
     fmt::print("{}", runtime::format_status(status));
   }
