@@ -12,6 +12,7 @@
 // that would let it be on by default (issue 32).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
