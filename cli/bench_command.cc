@@ -194,6 +194,23 @@ void add_fsdp_command(CLI::App& bench, bench::FsdpBenchOptions& o) {
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
 }
 
+void add_trace_command(CLI::App& bench, bench::TraceBenchOptions& o) {
+  CLI::App* c = bench.add_subcommand(
+      "trace",
+      "Time small allreduces on one group with nothing, the flight recorder, or the desync fingerprint check "
+      "(BRAID_DEBUG=DETAIL) on, alternating in every round, and print each one's cost per op and ratio to the "
+      "plain group, then the recorder alone. Two ranks: mpirun -np 2 braid bench trace.");
+  c->add_option("--backend", o.backend, "Engine of the groups")->capture_default_str()->check(CLI::IsMember({"mpi", "gloo"}));
+  c->add_option("--bytes", o.bytes, "Bytes per allreduce (float32)")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-n,--iters", o.iters, "Timed ops per round and variant")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-w,--warmup", o.warmup, "Untimed ops per variant")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--rounds", o.rounds, "Rounds")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--micro-iters", o.micro_iters, "Ops of the recorder-alone measurement")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--init-method", o.init_method,
+                "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
+}
+
 }  // namespace
 
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -216,6 +233,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   add_dist_autograd_command(*bench, options.dist_autograd);
   add_ddp_command(*bench, options.ddp);
   add_fsdp_command(*bench, options.fsdp);
+  add_trace_command(*bench, options.trace);
   return bench;
 }
 
@@ -262,6 +280,13 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
   }
   if (bench.get_subcommand("fsdp")->parsed()) {
     bench::run_fsdp_bench(options.fsdp, [](const std::string& text) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    });
+    return 0;
+  }
+  if (bench.get_subcommand("trace")->parsed()) {
+    bench::run_trace_bench(options.trace, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });

@@ -6,6 +6,7 @@
 // (bench/run_dist_autograd_bench.sh adds PyTorch's torch.distributed.autograd). `braid bench ddp` times a
 // training step through DistributedDataParallel next to the plain step (bench/run_ddp_bench.sh adds PyTorch's DDP).
 // `braid bench fsdp` times an FSDP training step and the memory forward holds under each sharding strategy.
+// `braid bench trace` times what the flight recorder and the desync check add to each collective.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include "bench/fsdp/fsdp_bench.h"
 #include "bench/mlp/mlp_bench.h"
 #include "bench/rpc/rpc_bench.h"
+#include "bench/trace/trace_bench.h"
 
 namespace braid::cli {
 
@@ -26,6 +28,7 @@ struct BenchOptions {
   bench::DistAutogradBenchOptions dist_autograd;
   bench::DdpBenchOptions ddp;
   bench::FsdpBenchOptions fsdp;
+  bench::TraceBenchOptions trace;
 };
 
 // Registers `bench` with its `mlp`, `collectives`, `rpc`, `dist-autograd`, `ddp` and `fsdp` subcommands on `app`.

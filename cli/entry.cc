@@ -19,6 +19,7 @@
 #include "cli/launch_command.h"
 #include "cli/run_command.h"
 #include "cli/status_command.h"
+#include "cli/trace_command.h"
 #include "runtime/build_info.h"
 #include "runtime/launch_env.h"
 
@@ -46,6 +47,7 @@ constexpr const char* kFooter =
     "  braid info                          what this build contains and which devices it sees\n"
     "  braid info --json                   the same, as one JSON object\n"
     "  braid check job.yaml                validate a job file without running it (docs/JOBS.md)\n"
+    "  braid trace analyze /tmp/braid-trace-ID  which rank is stuck in which collective (flight-recorder dumps)\n"
     "  braid export ckpt -o model.safetensors\n"
     "                                      a checkpoint's trained model as one safetensors file\n"
     "  mpirun -np 4 braid info             one report per rank (add --oversubscribe on a small machine)\n"
@@ -113,6 +115,8 @@ int braid::cli::run_main(int argc, char** argv) {
   CLI::App* launch = braid::cli::add_launch_command(app, launch_options);
   braid::cli::ExportOptions export_options;
   CLI::App* export_cmd = braid::cli::add_export_command(app, export_options);
+  braid::cli::TraceOptions trace_options;
+  CLI::App* trace = braid::cli::add_trace_command(app, trace_options);
 
   try {
     app.parse(argc, argv);
@@ -146,6 +150,7 @@ int braid::cli::run_main(int argc, char** argv) {
     if (status->parsed()) return braid::cli::run_status_command(status_options);
     if (launch->parsed()) return braid::cli::run_launch_command(launch_options);
     if (export_cmd->parsed()) return braid::cli::run_export_command(export_options);
+    if (trace->parsed()) return braid::cli::run_trace_command(*trace, trace_options);
   } catch (const braid::InvalidArgument& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {

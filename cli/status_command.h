@@ -1,5 +1,6 @@
-// `braid status [JOB.yaml | --addr HOST:PORT] [--json]`: asks a running job's driver for its ranks, roles,
-// state, step and each rank's last heartbeat. The driver's address comes from the job's status_file.
+// `braid status [JOB.yaml | --addr HOST:PORT] [--json] [--trace]`: asks a running job's driver for its ranks,
+// roles, state, step and each rank's last heartbeat; with --trace, has every rank dump its collectives'
+// flight recorder instead and prints where (`braid trace analyze DIR` reads them). The driver's address comes from the job's status_file.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@ struct StatusOptions {
   std::string job_file;
   std::string addr;
   bool json = false;
+  bool trace = false;
   double timeout_s = 10;
 };
 

@@ -50,6 +50,13 @@ struct BackendOptions {
   std::optional<bool> shared_memory;
   // nccl: the CUDA device of this rank (-1: local rank modulo the device count).
   int cuda_device = -1;
+  // The stall watchdog warns about an op that runs longer than this (0: off). Unset: BRAID_STALL_WARN_S,
+  // else 60 s (collectives/queue/health_monitor.h).
+  std::optional<Millis> stall_warn;
+  // The flight recorder's ring (0: off; unset: BRAID_TRACE_BUFFER_SIZE, else 2000) and the desync
+  // fingerprint check (unset: BRAID_DEBUG=DETAIL). `braid bench trace` sets them to compare.
+  std::optional<size_t> trace_buffer_size;
+  std::optional<bool> desync_check;
 };
 
 }  // namespace braid::collectives

@@ -37,6 +37,23 @@ int64_t total_bytes(const TensorList& ts) {
 
 int64_t bytes_of(const Tensor& t) { return static_cast<int64_t>(t.nbytes()); }
 
+// The flight recorder's view of an op (flight_recorder.h): elements in and out, and the dtype.
+int64_t numel_of(const TensorList& ts) {
+  int64_t n = 0;
+  for (const auto& t : ts) n += t.numel();
+  return n;
+}
+int64_t numel_of(const std::vector<TensorList>& lists) {
+  int64_t n = 0;
+  for (const auto& ts : lists) n += numel_of(ts);
+  return n;
+}
+DType dtype_of(const TensorList& a, const TensorList& b) {
+  if (!a.empty()) return a[0].dtype();
+  if (!b.empty()) return b[0].dtype();
+  return DType::Float32;
+}
+
 }  // namespace
 
 EngineProcessGroup::EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine> network, std::unique_ptr<Engine> local,
@@ -47,12 +64,16 @@ EngineProcessGroup::EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine>
       network_(std::move(network)),
       local_(std::move(local)),
       router_(*network_, local_.get(), config_.policy),
+      recorder_(std::make_shared<FlightRecorder>(shape_, std::string(network_->name()), config_.trace_buffer_size ? *config_.trace_buffer_size : trace::buffer_size_from_env())),
       queue_(shape_.name, OpQueue::Config{network_->lanes(), config_.unclaimed_after, config_.look_gap_max}),
-      health_(shape_, std::string(network_->name()), config_.store, queue_) {
+      health_(shape_, std::string(network_->name()), config_.store, queue_,
+              HealthMonitor::Config{config_.stall_warn.value_or(HealthMonitor::stall_warn_from_env(kDefaultStallWarn)),
+                                    recorder_, config_.desync_check}) {
   BRAID_CHECK_ARG(local_ == nullptr || local_->lanes() == network_->lanes(),
                   "process group '{}': the {} engine serves {} lanes, the {} engine {}", shape_.name, local_->name(),
                   local_->lanes(), network_->name(), network_->lanes());
   set_timeout(config_.timeout);
+  if (recorder_->capacity() > 0) trace::register_recorder(recorder_);
 }
 
 EngineProcessGroup::~EngineProcessGroup() {
@@ -114,7 +135,8 @@ std::shared_ptr<Work> EngineProcessGroup::enqueue(OpInfo info, Body body) {
   OpContext ctx;
   ctx.seq = next_sequence_number();
   ctx.what = describe_op(info.op, ctx.seq);
-  ctx.deadline = Deadline(Clock::now() + timeout);
+  const auto now = Clock::now();
+  ctx.deadline = Deadline(now + timeout);
   ctx.lane = static_cast<int>(ctx.seq % static_cast<uint64_t>(queue_.lanes()));
   auto work = std::make_shared<Work>(ctx.what, timeout);
   {
@@ -128,6 +150,7 @@ std::shared_ptr<Work> EngineProcessGroup::enqueue(OpInfo info, Body body) {
     }
     in_flight_.push_back(work);
   }
+  recorder_->scheduled(ctx.seq, info.op, info.io, now);
   const int lane = ctx.lane;
   const Deadline deadline = ctx.deadline;
   const bool small = info.bytes <= kSpinBytes;
@@ -149,26 +172,37 @@ void EngineProcessGroup::run_op(const OpContext& ctx, const OpInfo& info, Body&&
     const std::string broken = health_.broken();
     work.finish_with_error(std::make_exception_ptr(CommError(fmt::format(
         "{}: not run because the group broke before it started. First failure: {}", ctx.what, broken))));
+    recorder_->ended(ctx.seq, false);
     return;
   }
   const auto started = Clock::now();
   const Millis publish_after = std::min(kPublishAfter, ctx.deadline.remaining(started) / 4);
-  queue_.op_started(ctx.lane, ctx.seq, started + publish_after, info.bytes <= kSpinBytes);
+  queue_.op_started(ctx.lane, ctx.seq, started, started + publish_after, info.bytes <= kSpinBytes);
+  recorder_->started(ctx.seq, started);
   try {
     if (health_.detail()) health_.check_fingerprint(ctx, info.signature, *network_);
     TensorList result = body(ctx);
     body = nullptr;
     queue_.op_ended(ctx.lane);
+    recorder_->ended(ctx.seq, true);
     work.finish(std::move(result));
   } catch (...) {
     body = nullptr;
     queue_.op_ended(ctx.lane);
+    recorder_->ended(ctx.seq, false);
     auto error = health_.enrich_error(ctx, std::current_exception(), elapsed_ms(started));
+    const bool first_failure = !health_.is_broken();
+    bool timed_out = false;
     try {
       std::rethrow_exception(error);
+    } catch (const TimeoutError& e) {
+      timed_out = true;
+      health_.record_failure(e.what());
     } catch (const std::exception& e) {
       health_.record_failure(e.what());
     }
+    // The first failure breaks the group: what every rank was doing then is what a post-mortem needs.
+    if (first_failure) (void)trace::dump_all(timed_out ? "timeout" : "failure");
     work.finish_with_error(error);
   }
 }
@@ -191,7 +225,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(BroadcastCall& c) {
   const bool d = health_.detail();
   return enqueue({"broadcast", c.options.timeout, d ? fmt::format("broadcast root={}{}", root,
                                                                   describe_tensors({c.tensors[0]})) : "",
-                  bytes_of(c.tensors[0])},
+                  bytes_of(c.tensors[0]), {c.tensors[0].numel(), c.tensors[0].numel(), c.tensors[0].dtype()}},
                  [this, ts = c.tensors, root, index](const OpContext& ctx) {
                    return bodies::broadcast({router_, rank(), size()}, ts, root, index, ctx);
                  });
@@ -203,14 +237,15 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AllreduceCall& c) {
   if (c.tensors[0].is_sparse()) {
     const auto& first = c.tensors[0].sparse();
     return enqueue({"allreduce", c.options.timeout,
-                    d ? fmt::format("sparse allreduce {}{}", first.dtype(), shape_str(first.shape())) : "", 0},
+                    d ? fmt::format("sparse allreduce {}{}", first.dtype(), shape_str(first.shape())) : "", 0,
+                    {0, 0, first.dtype()}},
                    [this, ts = c.tensors](const OpContext& ctx) {
                      return bodies::sparse_allreduce({router_, rank(), size()}, ts, ctx);
                    });
   }
   const ReduceOp op = c.options.reduce_op;
   return enqueue({"allreduce", c.options.timeout, d ? fmt::format("allreduce {}{}", op, describe_tensors({c.tensors[0]})) : "",
-                  bytes_of(c.tensors[0])},
+                  bytes_of(c.tensors[0]), {c.tensors[0].numel(), c.tensors[0].numel(), c.tensors[0].dtype()}},
                  [this, ts = c.tensors, op](const OpContext& ctx) {
                    return bodies::allreduce({router_, rank(), size()}, ts, op, ctx);
                  });
@@ -221,7 +256,8 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AllreduceCoalescedCall& c) {
   const ReduceOp op = c.options.reduce_op;
   const bool d = health_.detail();
   return enqueue({"allreduce_coalesced", c.options.timeout,
-                  d ? fmt::format("allreduce_coalesced {}{}", op, describe_tensors(c.tensors)) : "", total_bytes(c.tensors)},
+                  d ? fmt::format("allreduce_coalesced {}{}", op, describe_tensors(c.tensors)) : "", total_bytes(c.tensors),
+                  {numel_of(c.tensors), numel_of(c.tensors), dtype_of(c.tensors, {})}},
                  [this, ts = c.tensors, op](const OpContext& ctx) {
                    return bodies::allreduce_coalesced({router_, rank(), size()}, ts, op, ctx);
                  });
@@ -233,7 +269,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(ReduceCall& c) {
   const int root = static_cast<int>(c.options.root_rank);
   const bool d = health_.detail();
   return enqueue({"reduce", c.options.timeout, d ? fmt::format("reduce {} root={}{}", op, root, describe_tensors(c.tensors)) : "",
-                  bytes_of(c.tensors[0])},
+                  bytes_of(c.tensors[0]), {c.tensors[0].numel(), c.tensors[0].numel(), c.tensors[0].dtype()}},
                  [this, ts = c.tensors, op, root](const OpContext& ctx) {
                    return bodies::reduce({router_, rank(), size()}, ts, op, root, ctx);
                  });
@@ -243,7 +279,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AllgatherCall& c) {
   call_checks::check(caller(c.kName), c, *network_);
   const bool d = health_.detail();
   return enqueue({"allgather", c.options.timeout, d ? fmt::format("allgather{}", describe_tensors(c.inputs)) : "",
-                  total_bytes(c.inputs) * size()},
+                  total_bytes(c.inputs) * size(), {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.inputs, {})}},
                  [this, outs = c.outputs, ins = c.inputs](const OpContext& ctx) {
                    return bodies::allgather({router_, rank(), size()}, outs, ins, ctx);
                  });
@@ -253,7 +289,8 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AllgatherIntoTensorCall& c) 
   call_checks::check(caller(c.kName), c, *network_);
   const bool d = health_.detail();
   return enqueue({"allgather_into_tensor", c.options.timeout,
-                  d ? fmt::format("allgather_into_tensor{}", describe_tensors({c.input})) : "", bytes_of(c.output)},
+                  d ? fmt::format("allgather_into_tensor{}", describe_tensors({c.input})) : "", bytes_of(c.output),
+                  {c.input.numel(), c.output.numel(), c.input.dtype()}},
                  [this, output = c.output, input = c.input](const OpContext& ctx) {
                    return bodies::allgather_into_tensor({router_, rank(), size()}, output, input, ctx);
                  });
@@ -263,7 +300,8 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AllgatherCoalescedCall& c) {
   call_checks::check(caller(c.kName), c, *network_);
   const bool d = health_.detail();
   return enqueue({"allgather_coalesced", c.options.timeout,
-                  d ? fmt::format("allgather_coalesced{}", describe_tensors(c.inputs)) : "", total_bytes(c.inputs) * size()},
+                  d ? fmt::format("allgather_coalesced{}", describe_tensors(c.inputs)) : "", total_bytes(c.inputs) * size(),
+                  {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.inputs, {})}},
                  [this, outs = c.outputs, ins = c.inputs](const OpContext& ctx) {
                    return bodies::allgather_coalesced({router_, rank(), size()}, outs, ins, ctx);
                  });
@@ -274,7 +312,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(GatherCall& c) {
   const int root = static_cast<int>(c.options.root_rank);
   const bool d = health_.detail();
   return enqueue({"gather", c.options.timeout, d ? fmt::format("gather root={}{}", root, describe_tensors(c.inputs)) : "",
-                  total_bytes(c.inputs)},
+                  total_bytes(c.inputs), {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.inputs, {})}},
                  [this, outs = c.outputs, ins = c.inputs, root](const OpContext& ctx) {
                    return bodies::gather({router_, rank(), size()}, outs, ins, root, ctx);
                  });
@@ -285,7 +323,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(ScatterCall& c) {
   const int root = static_cast<int>(c.options.root_rank);
   const bool d = health_.detail();
   return enqueue({"scatter", c.options.timeout, d ? fmt::format("scatter root={}{}", root, describe_tensors(c.outputs)) : "",
-                  total_bytes(c.outputs)},
+                  total_bytes(c.outputs), {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.outputs, {})}},
                  [this, outs = c.outputs, ins = c.inputs, root](const OpContext& ctx) {
                    return bodies::scatter({router_, rank(), size()}, outs, ins, root, ctx);
                  });
@@ -296,7 +334,8 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(ReduceScatterCall& c) {
   const ReduceOp op = c.options.reduce_op;
   const bool d = health_.detail();
   return enqueue({"reduce_scatter", c.options.timeout,
-                  d ? fmt::format("reduce_scatter {}{}", op, describe_tensors(c.outputs)) : "", total_bytes(c.inputs[0])},
+                  d ? fmt::format("reduce_scatter {}{}", op, describe_tensors(c.outputs)) : "", total_bytes(c.inputs[0]),
+                  {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.outputs, {})}},
                  [this, outs = c.outputs, ins = c.inputs[0], op](const OpContext& ctx) {
                    return bodies::reduce_scatter({router_, rank(), size()}, outs, ins, op, ctx);
                  });
@@ -307,7 +346,8 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(ReduceScatterTensorCall& c) 
   const ReduceOp op = c.options.reduce_op;
   const bool d = health_.detail();
   return enqueue({"reduce_scatter_tensor", c.options.timeout,
-                  d ? fmt::format("reduce_scatter_tensor {}{}", op, describe_tensors({c.output})) : "", bytes_of(c.input)},
+                  d ? fmt::format("reduce_scatter_tensor {}{}", op, describe_tensors({c.output})) : "", bytes_of(c.input),
+                  {c.input.numel(), c.output.numel(), c.input.dtype()}},
                  [this, output = c.output, input = c.input, op, scratch = c.options.input_is_scratch](const OpContext& ctx) {
                    return bodies::reduce_scatter_tensor({router_, rank(), size()}, output, input, op, scratch, ctx);
                  });
@@ -317,7 +357,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AlltoallCall& c) {
   call_checks::check(caller(c.kName), c, *network_);
   const bool d = health_.detail();
   return enqueue({"alltoall", c.options.timeout, d ? fmt::format("alltoall {}", c.inputs[0].dtype()) : "",
-                  total_bytes(c.inputs)},
+                  total_bytes(c.inputs), {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.inputs, {})}},
                  [this, outs = c.outputs, ins = c.inputs](const OpContext& ctx) {
                    return bodies::alltoall({router_, rank(), size()}, outs, ins, ctx);
                  });
@@ -329,7 +369,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AlltoallSingleCall& c) {
                                 std::move(counts.recv_counts), std::move(counts.recv_offsets)};
   const bool d = health_.detail();
   return enqueue({"alltoall_single", c.options.timeout, d ? fmt::format("alltoall_single {}", c.input.dtype()) : "",
-                  bytes_of(c.input)},
+                  bytes_of(c.input), {c.input.numel(), c.output.numel(), c.input.dtype()}},
                  [this, output = c.output, input = c.input, layout = std::move(layout)](const OpContext& ctx) {
                    return bodies::alltoall_single({router_, rank(), size()}, output, input, layout, ctx);
                  });
@@ -338,7 +378,7 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AlltoallSingleCall& c) {
 std::shared_ptr<Work> EngineProcessGroup::issue_one(BarrierCall& c) {
   // Every op issued before the barrier, on any lane, must complete before it does.
   auto earlier = incomplete_works();
-  return enqueue({"barrier", c.options.timeout, health_.detail() ? "barrier" : "", 0},
+  return enqueue({"barrier", c.options.timeout, health_.detail() ? "barrier" : "", 0, {}},
                  [this, earlier = std::move(earlier)](const OpContext& ctx) {
                    return bodies::barrier({router_, rank(), size()}, earlier, ctx);
                  });

@@ -38,6 +38,7 @@
 #include "collectives/core/process_group.h"
 #include "collectives/queue/engine_policy.h"
 #include "collectives/queue/engine_router.h"
+#include "collectives/queue/flight_recorder.h"
 #include "collectives/queue/health_monitor.h"
 #include "collectives/queue/op_queue.h"
 #include "store/store.h"
@@ -55,7 +56,15 @@ class EngineProcessGroup final : public ProcessGroup {
     // Waiter mode (op_queue.h); the lane count comes from the network engine.
     std::chrono::microseconds unclaimed_after{1000};
     std::chrono::microseconds look_gap_max{8000};
+    // The stall watchdog warns about an op that runs longer than this (health_monitor.h); 0 turns it off.
+    // Unset: BRAID_STALL_WARN_S, else kDefaultStallWarn.
+    std::optional<Millis> stall_warn;
+    // The flight recorder's ring (0: off). Unset: BRAID_TRACE_BUFFER_SIZE, else 2000.
+    std::optional<size_t> trace_buffer_size;
+    // The desync fingerprint check before each collective. Unset: BRAID_DEBUG=DETAIL.
+    std::optional<bool> desync_check;
   };
+  static constexpr Millis kDefaultStallWarn{60'000};
 
   // `network` runs every op the policy does not give `local` (which may be null); both must serve
   // `network->lanes()` lanes.
@@ -70,6 +79,8 @@ class EngineProcessGroup final : public ProcessGroup {
   void monitored_barrier(std::optional<Millis> timeout = std::nullopt, bool wait_all_ranks = false) override;
 
   int lanes() const { return queue_.lanes(); }
+  // The group's last ops (flight_recorder.h).
+  const FlightRecorder& recorder() const { return *recorder_; }
   const EnginePolicy& policy() const { return router_.policy(); }
   // The key under which rank r publishes the sequence number of the op it is waiting in.
   std::string progress_key(int rank) const { return health_.progress_key(rank); }
@@ -85,6 +96,8 @@ class EngineProcessGroup final : public ProcessGroup {
     std::string signature;
     // About how many bytes the op moves; small ops are waited for by spinning briefly (see Work).
     int64_t bytes = 0;
+    // For the flight recorder.
+    TraceIo io;
   };
   using Body = std::function<TensorList(const OpContext&)>;
 
@@ -123,6 +136,8 @@ class EngineProcessGroup final : public ProcessGroup {
   std::unique_ptr<Engine> network_;
   std::unique_ptr<Engine> local_;
   EngineRouter router_;
+  // Shared with the process-wide dump registry (flight_recorder.h) and the health monitor.
+  std::shared_ptr<FlightRecorder> recorder_;
   OpQueue queue_;
   HealthMonitor health_;
   std::atomic<uint64_t> monitored_barriers_{0};

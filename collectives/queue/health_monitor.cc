@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "base/check.h"
 #include "base/env.h"
 #include "base/logging.h"
 
@@ -34,13 +35,29 @@ bool detail_mode_from_env() {
 }  // namespace
 
 HealthMonitor::HealthMonitor(GroupShape shape, std::string backend, std::shared_ptr<store::Store> store,
-                             const OpQueue& queue)
+                             const OpQueue& queue, Config config)
     : shape_(std::move(shape)),
       backend_(std::move(backend)),
       store_(std::move(store)),
       queue_(queue),
-      detail_(detail_mode_from_env()) {
-  if (store_) publisher_ = std::thread([this] { publish_loop(); });
+      detail_(config.detail ? *config.detail : detail_mode_from_env()),
+      config_(std::move(config)) {
+  if (store_ || config_.stall_warn.count() > 0) monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+Millis HealthMonitor::stall_warn_from_env(Millis fallback) {
+  const auto v = env::get("BRAID_STALL_WARN_S");
+  if (!v) return fallback;
+  double seconds = -1;
+  size_t used = 0;
+  try {
+    seconds = std::stod(*v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  BRAID_CHECK_ARG(used == v->size() && seconds >= 0 && seconds <= 7 * 24 * 3600.0,
+                  "BRAID_STALL_WARN_S must be a number of seconds in [0, 604800] (0: no stall watchdog), got '{}'", *v);
+  return Millis(static_cast<int64_t>(seconds * 1000));
 }
 
 HealthMonitor::~HealthMonitor() { stop(); }
@@ -51,7 +68,7 @@ void HealthMonitor::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (publisher_.joinable()) publisher_.join();
+  if (monitor_.joinable()) monitor_.join();
 }
 
 std::string HealthMonitor::broken() const {
@@ -99,50 +116,90 @@ std::exception_ptr HealthMonitor::enrich_error(const OpContext& ctx, std::except
   }
 }
 
-// ---- Who never joined ----
+// ---- The monitor thread: who never joined, stalls, SIGUSR2 ----
 
-void HealthMonitor::publish_loop() {
+void HealthMonitor::monitor_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     cv_.wait_for(lock, kPublishTick);
     if (stopping_) break;
-    const uint64_t waiting = queue_.longest_waiting(Clock::now());
-    if (waiting <= published_seq_) continue;
-    published_seq_ = waiting;
+    // Unlocked: the store calls below may block on the network, and stop() must be able to flag the end.
     lock.unlock();
-    try {
-      store_->set(progress_key(shape_.rank), store::to_bytes(std::to_string(waiting)));
-    } catch (const std::exception& e) {
-      logging::get("braid.collectives")->warn("group '{}': could not publish progress: {}", shape_.name, e.what());
-    }
+    const auto now = Clock::now();
+    if (store_) publish(now);
+    if (config_.stall_warn.count() > 0) check_stalls(now);
+    if (trace::take_signal_request()) (void)trace::dump_all("SIGUSR2");
     lock.lock();
   }
 }
 
-std::string HealthMonitor::missing_ranks_report(uint64_t seq) {
-  if (!store_) return "; the group has no store, so the ranks that did not join are unknown";
-  std::vector<int> never;
-  std::vector<std::string> behind;
+void HealthMonitor::publish(Clock::time_point now) {
+  const uint64_t waiting = queue_.longest_waiting(now);
+  if (waiting <= published_seq_) return;
+  published_seq_ = waiting;
+  try {
+    store_->set(progress_key(shape_.rank), store::to_bytes(std::to_string(waiting)));
+  } catch (const std::exception& e) {
+    logging::get("braid.collectives")->warn("group '{}': could not publish progress: {}", shape_.name, e.what());
+  }
+}
+
+void HealthMonitor::check_stalls(Clock::time_point now) {
+  for (const OpQueue::Running& op : queue_.running()) {
+    if (op.seq <= warned_seq_ || now - op.started < config_.stall_warn) continue;
+    warned_seq_ = op.seq;
+    const Missing missing = find_missing(op.seq);
+    const double waited = std::chrono::duration<double>(now - op.started).count();
+    StallNote note{op.seq, "", waited, missing.never, missing.behind, missing.unknown};
+    if (config_.recorder) {
+      for (const TraceEntry& e : config_.recorder->entries()) {
+        if (e.seq == op.seq) note.op = e.op;
+      }
+      config_.recorder->note_stall(note);
+    }
+    const std::string op_name = note.op.empty() ? "op" : note.op;
+    const std::string path = trace::dump_all("stall");
+    logging::get("braid.collectives")
+        ->warn("stall: {} #{} on group '{}' (rank {}/{}, {}) has waited {:.1f} s (stall_warn_s {:g}){}{}", op_name,
+               op.seq, shape_.name, shape_.rank, shape_.size, backend_, waited,
+               std::chrono::duration<double>(config_.stall_warn).count(), describe(missing),
+               path.empty() ? "" : fmt::format("; flight recorder dumped to {}", path));
+  }
+}
+
+HealthMonitor::Missing HealthMonitor::find_missing(uint64_t seq) {
+  Missing m;
+  if (!store_) {
+    m.unknown = "the group has no store, so the ranks that did not join are unknown";
+    return m;
+  }
   try {
     for (int r = 0; r < shape_.size; ++r) {
       if (r == shape_.rank) continue;
       const std::string key = progress_key(r);
       if (!store_->check({key})) {
-        never.push_back(r);
+        m.never.push_back(r);
         continue;
       }
       const uint64_t at = std::stoull(store::to_string(store_->get(key, Millis(1000))));
-      if (at < seq) behind.push_back(fmt::format("{} (last waited in #{})", r, at));
+      if (at < seq) m.behind.emplace_back(r, at);
     }
   } catch (const std::exception& e) {
-    return fmt::format("; could not read the other ranks' progress: {}", e.what());
+    m.unknown = fmt::format("could not read the other ranks' progress: {}", e.what());
   }
-  if (never.empty() && behind.empty()) return "; every rank entered this op (a peer may have failed inside it)";
+  return m;
+}
+
+std::string HealthMonitor::describe(const Missing& m) {
+  if (!m.unknown.empty()) return "; " + m.unknown;
+  if (m.never.empty() && m.behind.empty()) return "; every rank entered this op (a peer may have failed inside it)";
   std::vector<std::string> parts;
-  for (int r : never) parts.push_back(std::to_string(r));
-  parts.insert(parts.end(), behind.begin(), behind.end());
+  for (int r : m.never) parts.push_back(std::to_string(r));
+  for (const auto& [r, at] : m.behind) parts.push_back(fmt::format("{} (last waited in #{})", r, at));
   return fmt::format("; ranks that never joined it: {}", fmt::join(parts, ", "));
 }
+
+std::string HealthMonitor::missing_ranks_report(uint64_t seq) { return describe(find_missing(seq)); }
 
 // ---- BRAID_DEBUG=DETAIL ----
 

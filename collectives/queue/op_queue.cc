@@ -90,6 +90,7 @@ struct OpQueue::Lane final : Work::Helper {
   // The op running now (0: none) and when the monitor should publish it.
   std::atomic<uint64_t> running_seq{0};
   std::atomic<Clock::rep> publish_at{0};
+  std::atomic<Clock::rep> started_at{0};
 
   // The watcher's look at `now`: wakes the lane's thread for an op left unclaimed for unclaimed_after, and
   // ends waiter mode after kWaiterIdle without ops. Returns whether an op is queued in waiter mode (the
@@ -201,9 +202,11 @@ void OpQueue::post(int lane_index, const Deadline& deadline, bool small, const s
   if (notify) lane.cv.notify_one();
 }
 
-void OpQueue::op_started(int lane_index, uint64_t seq, Clock::time_point publish_at, bool small) {
+void OpQueue::op_started(int lane_index, uint64_t seq, Clock::time_point started, Clock::time_point publish_at,
+                         bool small) {
   Lane& lane = *lanes_[static_cast<size_t>(lane_index)];
   lane.publish_at.store(publish_at.time_since_epoch().count());
+  lane.started_at.store(started.time_since_epoch().count());
   lane.running_seq.store(seq);
   lane.last_was_small.store(small);
 }
@@ -218,6 +221,17 @@ uint64_t OpQueue::longest_waiting(Clock::time_point now) const {
     if (seq != 0 && at >= lane->publish_at.load()) waiting = std::max(waiting, seq);
   }
   return waiting;
+}
+
+std::vector<OpQueue::Running> OpQueue::running() const {
+  std::vector<Running> out;
+  for (const auto& lane : lanes_) {
+    // started_at is stored before running_seq (op_started): a seq read here has its start time in place,
+    // or a later one's (the watchdog then sees the newer op as younger, which errs on the side of silence).
+    const uint64_t seq = lane->running_seq.load();
+    if (seq != 0) out.push_back({seq, Clock::time_point(Clock::duration(lane->started_at.load()))});
+  }
+  return out;
 }
 
 namespace {

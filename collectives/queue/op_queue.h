@@ -64,12 +64,18 @@ class OpQueue {
   // Idempotent.
   void shutdown();
 
-  // Called by the op itself, on whichever thread runs it: op `seq` runs on `lane` from now, and counts as
-  // waiting once `publish_at` passed (op_ended: it no longer runs).
-  void op_started(int lane, uint64_t seq, Clock::time_point publish_at, bool small);
+  // Called by the op itself, on whichever thread runs it: op `seq` runs on `lane` since `started`, and counts
+  // as waiting once `publish_at` passed (op_ended: it no longer runs).
+  void op_started(int lane, uint64_t seq, Clock::time_point started, Clock::time_point publish_at, bool small);
   void op_ended(int lane);
   // The largest sequence number among the ops that have run past their publish_at, 0 when none has.
   uint64_t longest_waiting(Clock::time_point now) const;
+  // The ops running now, one per busy lane, with when they started (the stall watchdog reads them).
+  struct Running {
+    uint64_t seq;
+    Clock::time_point started;
+  };
+  std::vector<Running> running() const;
 
   // Whether the calling thread runs the op for a thread blocked in Work::wait (the waiter itself), as
   // opposed to a lane's thread, which may share a core with the caller's own work. Engines may then keep

@@ -77,6 +77,9 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend, c
   config.store = options.store;
   config.timeout = options.timeout;
   config.policy = policy;
+  config.stall_warn = options.stall_warn;
+  config.trace_buffer_size = options.trace_buffer_size;
+  config.desync_check = options.desync_check;
   auto group = std::make_shared<EngineProcessGroup>(std::move(shape), std::move(network), std::move(local),
                                                     std::move(config));
   logging::get("braid.collectives")

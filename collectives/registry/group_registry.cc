@@ -145,6 +145,7 @@ BackendOptions backend_options(int group_rank, const std::vector<int>& members, 
   b.threads = o.threads;
   b.devices = o.devices;
   b.cuda_device = o.cuda_device;
+  b.stall_warn = o.stall_warn;
   return b;
 }
 

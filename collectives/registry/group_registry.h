@@ -56,6 +56,7 @@ struct GroupOptions {
   int threads = 2;                   // gloo worker lanes
   std::vector<std::string> devices;  // gloo interfaces (empty: the engine's default, "lo")
   int cuda_device = -1;              // nccl (-1: local rank modulo the device count)
+  std::optional<Millis> stall_warn;  // the stall watchdog (unset: BRAID_STALL_WARN_S, else 60 s; 0: off)
 };
 
 struct InitOptions {

@@ -217,7 +217,8 @@ json to_json(const JobSpec& job) {
   j["log"] = {{"level", job.log.level}, {"interval", job.log.interval}, {"metrics", job.log.metrics}};
   j["failure"] = {{"timeout_s", job.failure.timeout_s},
                   {"heartbeat_s", job.failure.heartbeat_s},
-                  {"context_ttl_s", job.failure.context_ttl_s}};
+                  {"context_ttl_s", job.failure.context_ttl_s},
+                  {"stall_warn_s", job.failure.stall_warn_s ? json(*job.failure.stall_warn_s) : json(nullptr)}};
   j["status_file"] = job.status_file;
   return j;
 }

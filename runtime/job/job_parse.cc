@@ -441,7 +441,7 @@ class Parser {
   }
 
   void failure(const json& value, FailureSpec& out) {
-    Fields f(value, "failure", {"timeout_s", "heartbeat_s", "context_ttl_s"});
+    Fields f(value, "failure", {"timeout_s", "heartbeat_s", "context_ttl_s", "stall_warn_s"});
     f.read("timeout_s", out.timeout_s);
     require_duration(out.timeout_s, f.path("timeout_s"));
     f.read("heartbeat_s", out.heartbeat_s);
@@ -452,6 +452,15 @@ class Parser {
     }
     f.read("context_ttl_s", out.context_ttl_s);
     require_duration(out.context_ttl_s, f.path("context_ttl_s"));
+    // Unset (or null, as job_json writes an unset one) leaves BRAID_STALL_WARN_S in charge.
+    if (value.is_object() && value.contains("stall_warn_s") && !value.at("stall_warn_s").is_null()) {
+      double s = 0;
+      f.read("stall_warn_s", s);
+      if (!(s >= 0 && s <= 7 * 24 * 3600.0)) {
+        fail(f.path("stall_warn_s"), fmt::format("must be in [0, 604800] seconds (0: no stall watchdog), got {}", s));
+      }
+      out.stall_warn_s = s;
+    }
   }
 
   std::string origin_;

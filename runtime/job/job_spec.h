@@ -171,6 +171,9 @@ struct FailureSpec {
   double timeout_s = 60;   // every rank exits within this bound after another rank dies or a role fails
   double heartbeat_s = 2;  // how often the driver and every rank check on each other
   double context_ttl_s = 300;  // a distributed-autograd context left by a dead trainer is swept after it
+  // The collectives' stall watchdog warns about an op that has waited this long (0: off). Unset:
+  // BRAID_STALL_WARN_S, else 60 (collectives/queue/health_monitor.h).
+  std::optional<double> stall_warn_s;
 };
 
 struct JobSpec {

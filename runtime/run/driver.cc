@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "collectives/queue/flight_recorder.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/run/checkpoint_dir.h"
@@ -161,6 +162,30 @@ nlohmann::json Driver::status_snapshot() {
   return nlohmann::json{{"job", job_.name},          {"file", job_.file},           {"state", me.state},
                         {"step", me.step},           {"total_steps", total_steps_.load()},
                         {"world_size", runtime_.world_size()}, {"ranks", std::move(ranks)}};
+}
+
+nlohmann::json Driver::trace_snapshot() {
+  // Every rank dumps its flight recorders (collectives/queue/flight_recorder.h); the answer says where.
+  // Runs on the status server's thread, which answers nothing else meanwhile (at most ~5 s).
+  nlohmann::json ranks = nlohmann::json::array();
+  std::vector<std::pair<int, Future<Value>>> asks;
+  for (int r : other_ranks(runtime_.world_size(), runtime_.rank())) {
+    try {
+      asks.emplace_back(r, rpc::rpc_async(worker_name(r), "braid.trace_dump", {}, rpc::Millis(5000)));
+    } catch (const std::exception& e) {
+      ranks.push_back({{"rank", r}, {"error", e.what()}});
+    }
+  }
+  const std::string mine = collectives::trace::dump_all("braid status --trace");
+  ranks.push_back({{"rank", runtime_.rank()}, {"file", mine}});
+  for (auto& [r, f] : asks) {
+    try {
+      ranks.push_back({{"rank", r}, {"file", f.value(rpc::Millis(6000)).as_string()}});
+    } catch (const std::exception& e) {
+      ranks.push_back({{"rank", r}, {"error", e.what()}});
+    }
+  }
+  return nlohmann::json{{"job", job_.name}, {"trace", std::move(ranks)}};
 }
 
 std::vector<Value> Driver::wait_all(std::vector<Future<Value>>& futures, const std::vector<int>& ranks,
@@ -417,7 +442,9 @@ int Driver::run() {
   try {
     RankService::instance().set_status("starting", 0);
     try {
-      status_server_ = std::make_unique<StatusServer>([this] { return status_snapshot(); }, job_.status_file);
+      status_server_ = std::make_unique<StatusServer>(
+          [this](const std::string& request) { return request == "trace" ? trace_snapshot() : status_snapshot(); },
+          job_.status_file);
     } catch (const std::exception& e) {
       // `braid status` is a convenience: a job runs without it.
       log()->warn("no status endpoint (braid status will not find this job): {}", e.what());

@@ -83,6 +83,8 @@ class Driver {
 
   // What `braid status` shows (status_server.h).
   nlohmann::json status_snapshot();
+  // What `braid status --trace` shows: each rank's flight-recorder dump file (or why it has none).
+  nlohmann::json trace_snapshot();
   void record_heartbeat(int rank, const rpc::Value& answer);
 
   const JobSpec& job_;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 
 #include "base/env.h"
 #include "base/logging.h"
+#include "collectives/queue/flight_recorder.h"
 #include "collectives/registry/group_registry.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
@@ -101,6 +103,14 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   init.rank = rank_;
   init.world_size = world_size_;
   init.group.timeout = timeout;
+  if (job.failure.stall_warn_s) {
+    init.group.stall_warn = std::chrono::milliseconds(static_cast<int64_t>(*job.failure.stall_warn_s * 1000));
+  }
+  // Flight-recorder dumps (BRAID_TRACE_DIR wins): beside the job file, as its status file is.
+  if (!job.file.empty()) {
+    collectives::trace::set_default_dir(
+        (std::filesystem::absolute(job.file).parent_path() / ("braid-trace-" + job.name)).string());
+  }
   collectives::init_process_group(to_string(job.backend), init);
   trainers_ = collectives::new_group(job.roles.trainers);
   set_process_trainers_group(trainers_);

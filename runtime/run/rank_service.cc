@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "collectives/queue/flight_recorder.h"
 #include "dist_autograd/context.h"
 #include "dist_autograd/hosted_module.h"
 #include "nn/serialize.h"
@@ -100,6 +101,8 @@ size_t RankService::sweep_contexts(std::chrono::steady_clock::duration ttl) {
 
 void RankService::abort_process(const std::string& why) {
   logging::get("braid.run")->error("{}", why);
+  // What the collectives were doing when the job gave up (no-op when no group records).
+  (void)collectives::trace::dump_all("abort");
   logging::get("braid.run")->flush();
   spdlog::shutdown();
   std::fflush(stdout);
@@ -170,6 +173,10 @@ void register_rank_functions() {
     });
     r.add_function("braid.abort", [](const Args& a) -> Value {
       RankService::instance().abort_process(a.at(0).as_string());
+    });
+    r.add_function("braid.trace_dump", [](const Args&) {
+      RankService::instance().touch();
+      return Value(collectives::trace::dump_all("braid status --trace"));
     });
     r.add_function("braid.signal", [](const Args& a) {
       RankService::instance().request_driver_stop(a.at(0).as_string());

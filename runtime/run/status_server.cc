@@ -26,6 +26,7 @@ using asio::ip::tcp;
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+constexpr size_t kMaxRequest = 64;
 
 // The status file carries the secret that `braid status` needs, so only its owner may read it: it is
 // created with mode 0600 under a temporary name and renamed into place.
@@ -50,15 +51,17 @@ std::string peer_text(const tcp::socket& socket) {
 struct StatusServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::function<nlohmann::json()> snapshot;
+  std::function<nlohmann::json(const std::string&)> snapshot;
   std::optional<security::JobSecret> secret;
 
-  // One client: it proves the job secret within the handshake timeout, then gets one JSON line.
+  // One client: it proves the job secret within the handshake timeout, sends one request line (a longer
+  // one is refused) and gets one JSON line.
   struct Client {
     tcp::socket socket;
     asio::steady_timer timer;
     std::string peer;
     std::string reply;
+    asio::streambuf request{kMaxRequest};
     explicit Client(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()), peer(peer_text(socket)) {}
   };
 
@@ -90,19 +93,26 @@ struct StatusServer::Impl {
       c->socket.close(ignored);
       return;
     }
-    try {
-      c->reply = snapshot().dump() + "\n";
-    } catch (const std::exception& e) {
-      c->reply = nlohmann::json{{"error", e.what()}}.dump() + "\n";
-    }
-    asio::async_write(c->socket, asio::buffer(c->reply), [c](const boost::system::error_code&, size_t) {
-      boost::system::error_code ignored;
-      c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+    // One request line ("status" or "trace"), at most kMaxRequest bytes: a longer one is refused.
+    asio::async_read_until(c->socket, c->request, '\n', [this, c](const boost::system::error_code& rec, size_t n) {
+      std::string request(asio::buffers_begin(c->request.data()),
+                          asio::buffers_begin(c->request.data()) + static_cast<long>(n));
+      if (!request.empty()) request.pop_back();
+      try {
+        BRAID_CHECK_ARG(!rec, "status: no request line ({})", rec.message());
+        c->reply = snapshot(request).dump() + "\n";
+      } catch (const std::exception& e) {
+        c->reply = nlohmann::json{{"error", e.what()}}.dump() + "\n";
+      }
+      asio::async_write(c->socket, asio::buffer(c->reply), [c](const boost::system::error_code&, size_t) {
+        boost::system::error_code ignored;
+        c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+      });
     });
   }
 };
 
-StatusServer::StatusServer(std::function<nlohmann::json()> snapshot, const std::string& status_file)
+StatusServer::StatusServer(std::function<nlohmann::json(const std::string&)> snapshot, const std::string& status_file)
     : impl_(std::make_unique<Impl>()), status_file_(status_file) {
   impl_->snapshot = std::move(snapshot);
   impl_->secret = security::job_secret();
@@ -162,7 +172,7 @@ StatusEndpoint read_status_address(const std::string& status_file) {
 }
 
 nlohmann::json query_status(const std::string& address, const std::optional<security::JobSecret>& given,
-                            std::chrono::milliseconds timeout) {
+                            std::chrono::milliseconds timeout, const std::string& request) {
   const security::JobSecret secret = given ? *given : security::job_secret();
   const size_t colon = address.rfind(':');
   BRAID_CHECK_ARG(colon != std::string::npos && colon > 0, "status: '{}' is not HOST:PORT", address);
@@ -173,9 +183,16 @@ nlohmann::json query_status(const std::string& address, const std::optional<secu
   std::optional<security::HandshakeResult> refused;
   tcp::resolver resolver(io);
   asio::streambuf buf;
+  const std::string line = request + "\n";
   auto read_reply = [&] {
-    asio::async_read(socket, buf, [&](const boost::system::error_code& ec, size_t) {
-      result = ec == asio::error::eof ? boost::system::error_code{} : ec;
+    asio::async_write(socket, asio::buffer(line), [&](const boost::system::error_code& ec, size_t) {
+      if (ec) {
+        result = ec;
+        return;
+      }
+      asio::async_read(socket, buf, [&](const boost::system::error_code& ec2, size_t) {
+        result = ec2 == asio::error::eof ? boost::system::error_code{} : ec2;
+      });
     });
   };
   resolver.async_resolve(

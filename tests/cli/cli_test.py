@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "RANK",
                  "WORLD_SIZE", "BRAID_LOG_LEVEL", "BRAID_LOG")
@@ -129,6 +130,19 @@ def main():
     expect("rank outside the job exits 2 naming the variable", r.returncode == 2 and "SLURM_PROCID" in r.stderr, r)
 
     check_job_file(braid, expect)
+
+    # braid trace analyze: its usage errors and an unreadable dump (the analysis itself: trace_analysis_test).
+    r = run(braid, ["trace"])
+    expect("trace without analyze exits 2", r.returncode == 2, r)
+    r = run(braid, ["trace", "analyze", "/nonexistent/braid-trace"])
+    expect("trace analyze of a missing dir exits 2 naming it", r.returncode == 2
+           and "/nonexistent/braid-trace" in r.stderr and "is not a directory" in r.stderr, r)
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "rank-0.json"), "w") as f:
+            f.write('{"format": "braid-trace", "version": 1, "gro')
+        r = run(braid, ["trace", "analyze", d])
+        expect("trace analyze of a partial dump exits 2 naming the file", r.returncode == 2
+               and "rank-0.json: not valid JSON" in r.stdout, r)
 
     mpirun = shutil.which("mpirun")
     if mpirun:

@@ -315,6 +315,17 @@ def case_status(braid, mpiexec, tmp):
         rows = [l for l in r.stdout.splitlines()[2:] if l.strip()]
         expect("status table: a line per rank, each heard within the last few seconds",
                r.returncode == 0 and len(rows) == 6 and all(" s ago" in l for l in rows), r)
+        # --trace: every rank dumps its flight recorder beside the job file, and the analyzer reads them (a
+        # running job may be caught inside an op, so a "hang" verdict is allowed here).
+        trace_dir = os.path.join(tmp, "braid-trace-hybrid")
+        r = run([braid, "status", job, "--trace"], timeout=60)
+        files = re.findall(r"^rank +(\d+): (\S+\.json)$", r.stdout, re.M)
+        expect(f"braid status --trace: a dump per rank in {trace_dir}",
+               r.returncode == 0 and sorted(int(x) for x, _ in files) == list(range(6))
+               and all(os.path.dirname(f) == trace_dir and os.path.exists(f) for _, f in files), r)
+        r = run([braid, "trace", "analyze", trace_dir], timeout=60)
+        expect("braid trace analyze reads every rank's dump", r.returncode in (0, 1)
+               and "group 'world' (6 ranks" in r.stdout and "read 6 of 6 dump file(s)" in r.stdout, r)
     finally:
         p.send_signal(signal.SIGUSR1)
         out, err = p.communicate(timeout=60)

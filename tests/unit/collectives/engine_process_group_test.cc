@@ -5,8 +5,14 @@
 
 #include <algorithm>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -15,6 +21,7 @@
 #include "collectives/queue/engine_process_group.h"
 #include "store/hash_store.h"
 #include "tensor/compare.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/threads.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
@@ -28,6 +35,8 @@ struct Probe {
   std::atomic<bool> fail_next{false};
   std::atomic<int> slow_ms{0};
   std::atomic<int> allreduces{0};
+  // Runs inside each allreduce when set (set before the op is posted).
+  std::function<void()> in_allreduce;
   // Which thread ran each allreduce, and its sequence number, in the order they ran.
   std::mutex ran_mu;
   std::vector<std::thread::id> ran_on;
@@ -44,6 +53,7 @@ class FakeEngine final : public Engine {
   bool broadcast(Tensor&, int, const OpContext& ctx) override { return maybe_misbehave(ctx); }
   bool allreduce(Tensor&, EngineOp, const OpContext& ctx) override {
     maybe_misbehave(ctx);
+    if (probe_.in_allreduce) probe_.in_allreduce();
     ++probe_.allreduces;
     std::lock_guard<std::mutex> lock(probe_.ran_mu);
     probe_.ran_on.push_back(std::this_thread::get_id());
@@ -362,14 +372,15 @@ TEST_CASE("a group's lane threads keep the default policy, its watcher runs SCHE
   FakeGroup pg(/*lanes=*/3);
   auto policies = braid::testing::new_thread_policies(before);
   std::sort(policies.begin(), policies.end());
-  // Three lanes that run ops, and one watcher whose looks must not preempt a waiter running an op. The
-  // watcher sets its own policy when it starts: wait for that.
+  // Three lanes that run ops, the health monitor's thread (the stall watchdog is on by default), and one
+  // watcher whose looks must not preempt a waiter running an op. The watcher sets its own policy when it
+  // starts: wait for that.
   for (int i = 0; i < 500 && std::count(policies.begin(), policies.end(), SCHED_BATCH) == 0; ++i) {
     std::this_thread::sleep_for(Millis(2));
     policies = braid::testing::new_thread_policies(before);
     std::sort(policies.begin(), policies.end());
   }
-  CHECK(policies == std::vector<int>{SCHED_OTHER, SCHED_OTHER, SCHED_OTHER, SCHED_BATCH});
+  CHECK(policies == std::vector<int>{SCHED_OTHER, SCHED_OTHER, SCHED_OTHER, SCHED_OTHER, SCHED_BATCH});
 }
 
 TEST_CASE("wait(timeout) does not run an op that could outlast it", "[collectives][queued][helper]") {
@@ -406,6 +417,58 @@ TEST_CASE("waiters on several lanes and threads each get their op", "[collective
   pg->barrier()->wait();
   std::lock_guard<std::mutex> lock(pg.probe->ran_mu);
   CHECK(pg.probe->ran_seq.size() == 200);
+}
+
+TEST_CASE("the flight recorder follows each op: sizes, dtype, completed or failed", "[collectives][trace]") {
+  FakeGroup pg;
+  TensorList two{ones({2}), ones({2})};
+  pg->allreduce(two)->wait();
+  TensorList one{ones({4}, TensorOptions(DType::Float64, Device::cpu()))};
+  pg.probe->fail_next = true;
+  CHECK_THROWS_AS(pg->broadcast(one)->wait(), TimeoutError);
+  const auto es = pg->recorder().entries();
+  REQUIRE(es.size() == 2);
+  CHECK(std::string(es[0].op) == "allreduce");
+  CHECK(es[0].io.in_numel == 2);  // the first tensor is the op's (torch reduces tensors[0])
+  CHECK(es[0].state == TraceState::Completed);
+  CHECK(std::string(es[1].op) == "broadcast");
+  CHECK(es[1].io.dtype == DType::Float64);
+  CHECK(es[1].state == TraceState::Failed);
+}
+
+TEST_CASE("the stall watchdog notes an op stuck past stall_warn and dumps the recorder", "[collectives][trace]") {
+  testing::TempDir dir("stall");
+  ::setenv("BRAID_TRACE_DIR", dir.path().c_str(), 1);
+  auto config = FakeGroup::config_with(std::make_shared<store::HashStore>());
+  config.stall_warn = Millis(100);
+  config.timeout = Millis(60'000);
+  FakeGroup pg(config);
+  // The op returns once a dump appeared, which only the watchdog writes here (or after 30 s, and then the
+  // checks below fail): no timing is asserted.
+  const auto dumped = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      if (e.path().filename().string().rfind("rank-", 0) == 0) return e.path();
+    }
+    return std::filesystem::path();
+  };
+  pg.probe->in_allreduce = [&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (dumped().empty() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  TensorList t{ones({2})};
+  pg->allreduce(t)->wait();
+  ::unsetenv("BRAID_TRACE_DIR");
+  const auto path = dumped();
+  REQUIRE(!path.empty());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains(R"("reason":"stall")"));
+  CHECK_THAT(text.str(), Catch::Contains(R"("name":"fake")"));
+  CHECK_THAT(text.str(), Catch::Contains(R"("stalls":[{"seq":1,"op":"allreduce")"));
+  CHECK_THAT(text.str(), Catch::Contains(R"("state":"started")"));
 }
 
 }  // namespace braid::collectives

@@ -63,6 +63,7 @@ TEST_CASE("a minimal job gets every default", "[job]") {
   CHECK(job.log.level == "info");
   CHECK(job.log.metrics.empty());
   CHECK(job.failure.timeout_s == 60);
+  CHECK_FALSE(job.failure.stall_warn_s.has_value());  // BRAID_STALL_WARN_S, else 60 s, decides
   CHECK(job.status_file == "/jobs/.braid-status-job");
 }
 
@@ -202,6 +203,8 @@ TEST_CASE("values of the wrong type or out of range are rejected with the key an
   CHECK_THAT(with("train: 5\n"), Contains("train: expected a mapping of keys (epochs, steps"));
   CHECK_THAT(with("log: {level: loud}\n"), Contains("log.level: 'loud' is not one of trace, debug"));
   CHECK_THAT(with("failure: {timeout_s: 5, heartbeat_s: 10}\n"), Contains("failure.heartbeat_s: must be shorter"));
+  CHECK_THAT(with("failure: {stall_warn_s: -1}\n"), Contains("failure.stall_warn_s: must be in [0, 604800] seconds"));
+  CHECK_THAT(with("failure: {stall_warn_s: 1e10}\n"), Contains("failure.stall_warn_s: must be in [0, 604800] seconds"));
   CHECK_THAT(with("checkpoint: {interval: 5}\n"),
              Contains("checkpoint.interval: checkpoints every K steps need checkpoint.dir"));
   CHECK_THAT(with("fsdp: {param_dtype: float64}\n"), Contains("fsdp.param_dtype: 'float64' is not one of float16"));
@@ -303,6 +306,11 @@ TEST_CASE("to_json holds every key and parses back to the same job", "[job]") {
     const JobSpec again = parse_job_text(j.dump(), "copy.yaml", "/elsewhere");
     CHECK(to_json(again) == j);
   }
+  // failure.stall_warn_s, set, survives the round trip (unset, it is null and stays unset).
+  const JobSpec stall = parse(std::string(kMinimal) + "failure: {stall_warn_s: 2.5}\n");
+  REQUIRE(stall.failure.stall_warn_s.has_value());
+  CHECK(*stall.failure.stall_warn_s == 2.5);
+  CHECK(to_json(parse(to_json(stall).dump())) == to_json(stall));
   // The edges of the value types survive too: the largest seed, nulls and nested values in model.args.
   const JobSpec edge = parse(
       "roles: {trainers: 2}\n"

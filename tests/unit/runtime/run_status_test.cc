@@ -27,9 +27,9 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
   std::atomic<int64_t> step{0};
   std::atomic<int> answered{0};
   auto server = std::make_unique<StatusServer>(
-      [&] {
+      [&](const std::string& request) {
         ++answered;
-        return nlohmann::json{{"job", "t"}, {"step", step.load()}};
+        return nlohmann::json{{"job", "t"}, {"step", step.load()}, {"request", request}};
       },
       status_file);
   const std::string address = server->address();
@@ -64,6 +64,9 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
   }
   CHECK(ok == 40);
   CHECK(answered >= 40);
+  // The request line reaches the snapshot (`braid status --trace` sends "trace").
+  CHECK(query_status(address, endpoint.secret, std::chrono::seconds(10)).value("request", "") == "status");
+  CHECK(query_status(address, endpoint.secret, std::chrono::seconds(10), "trace").value("request", "") == "trace");
 
   // A client that keeps asking while the server goes away: each query either answers or fails cleanly.
   std::atomic<bool> asking{true};
@@ -87,7 +90,7 @@ TEST_CASE("run: the status server answers concurrent clients and stops while the
 
 TEST_CASE("run: the status server answers only a client that holds the job secret", "[runtime][run][security]") {
   TempDir dir;
-  StatusServer server([] { return nlohmann::json{{"job", "secret-state"}}; }, "");
+  StatusServer server([](const std::string&) { return nlohmann::json{{"job", "secret-state"}}; }, "");
   CHECK(query_status(server.address(), std::nullopt, std::chrono::seconds(10)).value("job", "") == "secret-state");
   const auto other = security::JobSecret::from_text("not-this-jobs-secret", "test");
   CHECK_THROWS_WITH(query_status(server.address(), other, std::chrono::seconds(10)),
