@@ -12,10 +12,14 @@
 #   make bench   run every benchmark driver (bench/run_*.sh), each on its own Release build
 #   make asan    the same tests in build-asan, compiled with -fsanitize=address,undefined
 #   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
-#   make clean   remove the three build folders above
+#   make fuzz    build every libFuzzer target of fuzz/ in build-fuzz (clang, -fsanitize=fuzzer,address,undefined)
+#                and run each for FUZZ_SECONDS; prints per target the executions and any crash
+#                (docs/FUZZING.md). `make test` replays the committed corpora without clang.
+#   make clean   remove the build folders above
 #
 # Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
 #            make run JOB=examples/digits/job.yaml NP=4 RUN_ARGS="--steps 100"
+#            make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="rpc_wire store_frames" FUZZ_ARGS="-jobs=2 -workers=2"
 
 BUILD_TYPE ?= RelWithDebInfo
 BUILD_DIR ?= build
@@ -29,6 +33,13 @@ TEST_TIMEOUT ?= 300
 CMAKE_ARGS ?=
 # make install: where braid goes.
 PREFIX ?= /usr/local
+# make fuzz: seconds per target, which targets (default: all of fuzz/fuzz_*.cc), the compilers (clang),
+# extra libFuzzer flags.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_CC ?= clang
+FUZZ_CXX ?= clang++
+FUZZ_ARGS ?=
 
 # Containers often run as root, which Open MPI refuses without both variables.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -48,7 +59,7 @@ ASAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:abort_on_error=0 \
 TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1 \
             UCX_MEM_MMAP_HOOK_MODE=none
 
-.PHONY: all setup configure build run test install package bench asan tsan clean
+.PHONY: all setup configure build run test install package bench asan tsan fuzz clean
 
 all: build
 
@@ -92,5 +103,13 @@ tsan: setup
 	cmake --build build-tsan -j$(JOBS)
 	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS)
 
+# The fuzz build needs none of the GPU or optional transports: the decoders are the same without them.
+fuzz: setup
+	cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=$(FUZZ_CC) \
+	  -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DBRAID_FUZZ=ON -DBRAID_SANITIZE=address,undefined -DBRAID_WITH_CUDA=OFF \
+	  -DBRAID_WITH_NCCL=OFF -DBRAID_WITH_UCX=OFF -DBRAID_WITH_GLOO=OFF $(CMAKE_ARGS)
+	cmake --build build-fuzz -j$(JOBS) --target fuzzers
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_ARGS="$(FUZZ_ARGS)" fuzz/run_fuzzers.sh build-fuzz $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-fuzz
