@@ -43,18 +43,6 @@ json plain_scalar(const std::string& s) {
   return s;
 }
 
-// nlohmann refuses to write a string that is not UTF-8 (its type_error 316), and a job's strings are written
-// out: `braid check --print`, the copy kept with checkpoints, quoted in error messages. So they are
-// refused here, where the line is known, rather than as an unnamed exception later.
-bool valid_utf8(const std::string& s) {
-  try {
-    (void)json(s).dump();
-    return true;
-  } catch (const json::type_error&) {
-    return false;
-  }
-}
-
 class Converter {
  public:
   explicit Converter(const std::string& origin) : origin_(origin) {}
@@ -119,6 +107,15 @@ class Converter {
 };
 
 }  // namespace
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
 
 YamlTree parse_yaml(const std::string& text, const std::string& origin) {
   YAML::Node root;

@@ -21,6 +21,12 @@ struct YamlTree {
   LineMap lines;
 };
 
+// Whether `s` is valid UTF-8. nlohmann refuses to write a string that is not (its type_error 316), and a
+// job's strings are written out: `braid check --print`, the copy kept with checkpoints, quoted in error
+// messages. So parse_yaml() refuses such values and keys where the line is known, and an override's key
+// is checked the same way.
+bool valid_utf8(const std::string& s);
+
 // Parses one YAML document. Throws InvalidArgument "<origin>:<line>: ..." on a syntax error or a
 // duplicate key.
 YamlTree parse_yaml(const std::string& text, const std::string& origin);

@@ -38,6 +38,9 @@ TEST_CASE("a job key that is not UTF-8 is refused without quoting it", "[job]") 
 TEST_CASE("an override value that is not UTF-8 is refused", "[job]") {
   JobSpec job = parse_job_text(kMinimal, "job.yaml", "/jobs");
   CHECK_THROWS_AS(apply_override(job, "name=\xe2\x82"), InvalidArgument);
+  // model.args is free-form: a key that is not UTF-8 would have become a key of the job's JSON.
+  CHECK_THAT(error_of([&] { apply_override(job, "model.args.h\xff=[4]"); }),
+             Contains("--set KEY=VALUE: the key is not valid UTF-8"));
   CHECK(job.name == "job");
 }
 
