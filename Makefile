@@ -19,7 +19,7 @@
 #
 # Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
 #            make run JOB=examples/digits/job.yaml NP=4 RUN_ARGS="--steps 100"
-#            make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="rpc_wire store_frames" FUZZ_ARGS="-jobs=2 -workers=2"
+#            make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="rpc_wire store_frames" FUZZ_ARGS="-max_len=4096"
 
 BUILD_TYPE ?= RelWithDebInfo
 BUILD_DIR ?= build

@@ -4,8 +4,8 @@
 #
 #   fuzz/run_fuzzers.sh BUILD_DIR [NAME...]        (make fuzz runs it on build-fuzz)
 #
-# Environment: FUZZ_SECONDS per target (default 60); FUZZ_ARGS, extra libFuzzer flags (e.g. -jobs=2
-# -workers=2 -timeout=5). Each target reads its committed corpus, fuzz/corpus/<name>/ (seeds and
+# Environment: FUZZ_SECONDS per target (default 60); FUZZ_ARGS, extra libFuzzer flags (e.g. -max_len=4096
+# -timeout=5; not -jobs, whose workers log their stats to files of their own). Each target reads its committed corpus, fuzz/corpus/<name>/ (seeds and
 # regressions/), and writes the inputs it finds to BUILD_DIR/fuzz-corpus/<name>/, never into the source
 # tree; a crash's input goes to BUILD_DIR/fuzz-artifacts/<name>/ and its log to
 # BUILD_DIR/fuzz-logs/<name>.log. Exits 1 when any target crashed (or failed to start).
@@ -47,7 +47,8 @@ for name in "${names[@]}"; do
   "$exe" -max_total_time="$seconds" -print_final_stats=1 -timeout=25 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -artifact_prefix="$artifacts" ${FUZZ_ARGS:-} "$corpus" "$src/corpus/$name" >"$log" 2>&1
   rc=$?
-  stat() { grep -h "^stat::$1:" "$log" | awk '{s += $2} END {print s + 0}'; }
+  # A crash prints the final stats twice; the last copy is the one to read.
+  stat() { grep -h "^stat::$1:" "$log" | tail -1 | awk '{print $2 + 0}'; }
   execs=$(stat number_of_executed_units)
   rate=$(stat average_exec_per_sec)
   added=$(stat new_units_added)
