@@ -14,10 +14,14 @@
 #   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
 #   make check-all  make test, then the sanitizer builds on the unit tests and a few multi-process suites
 #                (SAN_TESTS below): what CI cannot afford on every run (two more builds), run before a release
-#   make clean   remove the three build folders above
+#   make fuzz    build every libFuzzer target of fuzz/ in build-fuzz (clang, -fsanitize=fuzzer,address,undefined)
+#                and run each for FUZZ_SECONDS; prints per target the executions and any crash
+#                (docs/FUZZING.md). `make test` replays the committed corpora without clang.
+#   make clean   remove the build folders above
 #
 # Overrides: make test BUILD_TYPE=Debug JOBS=8 TEST_TIMEOUT=600 CMAKE_ARGS="-DBRAID_WITH_CUDA=OFF"
 #            make run JOB=examples/digits/job.yaml NP=4 RUN_ARGS="--steps 100"
+#            make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="rpc_wire store_frames" FUZZ_ARGS="-max_len=4096"
 
 BUILD_TYPE ?= RelWithDebInfo
 BUILD_DIR ?= build
@@ -31,6 +35,13 @@ TEST_TIMEOUT ?= 300
 CMAKE_ARGS ?=
 # make install: where braid goes.
 PREFIX ?= /usr/local
+# make fuzz: seconds per target, which targets (default: all of fuzz/fuzz_*.cc), the compilers (clang),
+# extra libFuzzer flags.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_CC ?= clang
+FUZZ_CXX ?= clang++
+FUZZ_ARGS ?=
 
 # Containers often run as root, which Open MPI refuses without both variables.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -55,7 +66,7 @@ TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack
 SAN_UNIT := -L unit
 SAN_MP := -R "^(collectives_mp/(mpi|gloo)/np2|rpc_mp/tcp/np2|rpc_mp/ucx/np2|dist_autograd_mp/tcp/np2)$$"
 
-.PHONY: all setup configure build run test install package bench asan tsan check-all clean
+.PHONY: all setup configure build run test install package bench asan tsan check-all fuzz clean
 
 all: build
 
@@ -109,5 +120,13 @@ check-all: test
 	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS) $(SAN_UNIT)
 	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS) $(SAN_MP)
 
+# The fuzz build needs none of the GPU or optional transports: the decoders are the same without them.
+fuzz: setup
+	cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=$(FUZZ_CC) \
+	  -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DBRAID_FUZZ=ON -DBRAID_SANITIZE=address,undefined -DBRAID_WITH_CUDA=OFF \
+	  -DBRAID_WITH_NCCL=OFF -DBRAID_WITH_UCX=OFF -DBRAID_WITH_GLOO=OFF $(CMAKE_ARGS)
+	cmake --build build-fuzz -j$(JOBS) --target fuzzers
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_ARGS="$(FUZZ_ARGS)" fuzz/run_fuzzers.sh build-fuzz $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-fuzz

@@ -47,9 +47,13 @@ LAYERS = list(ALLOWED)
 #              every layer except `bench` (benchmarks are no API), and of a layer only its public headers: not
 #              `*_impl.h` nor anything under a `detail/` folder (STYLE.md 3.3: a target's private helpers).
 #              Nothing of tests/.
+#   fuzz/      the libFuzzer targets and their corpus replays (docs/FUZZING.md): like tests/, every layer and
+#              its private headers (the decoders under test are often private: rpc/ucx/ucx_envelope.h), and
+#              its own files. Nothing of tests/ or examples/, so that a fuzz build needs neither.
 USERS = {
     "tests": {"forbidden_layers": set(), "may_include": {"tests", "examples"}, "public_headers_only": False},
     "examples": {"forbidden_layers": {"bench"}, "may_include": {"examples"}, "public_headers_only": True},
+    "fuzz": {"forbidden_layers": set(), "may_include": {"fuzz"}, "public_headers_only": False},
 }
 
 # Sub-layers inside a layer folder: layer -> its sub-folders in levels, lowest first, e.g.
@@ -70,8 +74,8 @@ SUBLAYERS = {
 SOURCE_SUFFIXES = {".h", ".cc", ".cu", ".cuh"}
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*["<]([A-Za-z0-9_]+)/([^">]+)[">]')
-# A relative include that climbs into tests/ or examples/: "../../tests/support/x.h".
-RELATIVE_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"((?:\.\./)+)(tests|examples)/([^"]+)"')
+# A relative include that climbs into a USERS folder: "../../tests/support/x.h".
+RELATIVE_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"((?:\.\./)+)(tests|examples|fuzz)/([^"]+)"')
 # braid::tensor, braid::collectives_nccl, braid_tensor; the word boundary keeps braid_warnings etc. out
 # unless their name starts with a layer.
 TARGET_RE = re.compile(r"\bbraid(?:::|_)([A-Za-z0-9_]+)")
@@ -79,8 +83,8 @@ TABLE_ROW_RE = re.compile(r"^\|\s*`([a-z_]+)`\s*\|([^|]*)\|")
 # Targets that tests/ and examples/ define: add_executable(name ...), add_library(${_p}_plugin ...), and the
 # helpers that make one from their first argument.
 DEFINE_RE = re.compile(r"\b(?:add_executable|add_library|braid_add_test|braid_add_mpi_example)\s*\(\s*([^\s)]+)")
-# A path into tests/ or examples/ from a layer's CMake file.
-PATH_RE = re.compile(r"(?:\$\{(?:PROJECT|CMAKE)_SOURCE_DIR\}/|\.\./)(tests|examples)/")
+# A path into a USERS folder from a layer's CMake file.
+PATH_RE = re.compile(r"(?:\$\{(?:PROJECT|CMAKE)_SOURCE_DIR\}/|\.\./)(tests|examples|fuzz)/")
 
 
 def layer_of_target(name):
@@ -320,6 +324,10 @@ def self_test():
                                    "braid_add_mpi_example(collectives_demo DEPS braid::collectives_registry)\n"
                                    "add_library(my_net_plugin MODULE custom_model/my_net.cc)\n"
                                    "target_link_libraries(my_net_plugin PRIVATE braid::braid)\n",
+        # fuzz/ may use every layer and its private headers, and its own files.
+        "fuzz/fuzz_ucx_envelope.cc": '#include "rpc/ucx/ucx_envelope.h"\n#include "fuzz/fuzz_support.h"\n',
+        "fuzz/CMakeLists.txt": "add_executable(fuzz_ucx_envelope_replay fuzz_ucx_envelope.cc)\n"
+                               "target_link_libraries(fuzz_ucx_envelope_replay PRIVATE braid::rpc braid::runtime)\n",
     }
     # The sub-layer layout, clean: each sub-folder includes the levels below it; the registry every engine.
     layered = {
@@ -386,6 +394,18 @@ def self_test():
         ("an example including private headers",
          {"examples/rpc_demo.cc": '#include "rpc/tcp/tcp_transport_impl.h"\n#include "base/detail/spin.h"\n'},
          ["examples/rpc_demo.cc:1: examples -> rpc", "examples/rpc_demo.cc:2: examples -> base"], None),
+        # fuzz/.
+        ("a layer including from fuzz", {"rpc/wire.cc": '#include "fuzz/fuzz_support.h"\n'},
+         ["rpc/wire.cc:1: rpc -> fuzz"], None),
+        ("a layer linking a fuzz target",
+         {"store/CMakeLists.txt": "target_link_libraries(braid_store PRIVATE fuzz_ucx_envelope_replay)\n"},
+         ["store/CMakeLists.txt:1: store -> fuzz (CMake names fuzz_ucx_envelope_replay"], None),
+        ("a fuzz target including a test support header",
+         {"fuzz/fuzz_rpc_wire.cc": '#include "tests/unit/rpc/support/agent_job.h"\n'},
+         ["fuzz/fuzz_rpc_wire.cc:1: fuzz -> tests"], None),
+        ("a test including a fuzz target's file",
+         {"tests/unit/rpc/wire_test.cc": '#include "../../../fuzz/fuzz_support.h"\n'},
+         ["tests/unit/rpc/wire_test.cc:1: tests -> fuzz"], None),
         # Sub-layers, under the table of the layout collectives/ is moving to.
         ("sub-layers: clean layout", layered, [], SELF_TEST_SUBLAYERS),
         ("sub-layers: an engine including another engine",

@@ -13,6 +13,7 @@
 #include "security/asio_handshake.h"
 #include "security/listen_address.h"
 #include "store/tcp_protocol.h"
+#include "store/tcp_store_request.h"
 
 namespace braid::store {
 
@@ -85,7 +86,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<TcpStoreServer:
   };
 
   void accept_from_loop();
-  Bytes handle_from_loop(const std::shared_ptr<Session>& s, Command cmd, wire::Reader& r, bool& deferred);
+  // Applies a decoded request (store/tcp_store_request.h) and returns the response body.
+  Bytes handle_from_loop(const std::shared_ptr<Session>& s, wire::Request& req, bool& deferred);
   bool has_all_from_loop(const std::vector<std::string>& keys) const {
     for (const auto& k : keys) {
       if (data_.find(k) == data_.end()) return false;
@@ -188,10 +190,11 @@ class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Sessio
     });
   }
   void dispatch() {
-    wire::Reader r(body_);
-    const auto cmd = r.u8();
+    std::string why;
+    auto req = wire::decode_request(body_, why);
+    if (!req) return reply(wire::error_response(why));
     bool deferred = false;
-    Bytes out = server_.handle_from_loop(shared_from_this(), static_cast<Command>(cmd.value_or(0)), r, deferred);
+    Bytes out = server_.handle_from_loop(shared_from_this(), *req, deferred);
     if (!deferred) reply(std::move(out));
   }
   // An unauthenticated client learns nothing: the connection just closes.
@@ -259,130 +262,92 @@ void TcpStoreServer::Impl::wake_waiters_from_loop() {
   }
 }
 
-Bytes TcpStoreServer::Impl::handle_from_loop(const std::shared_ptr<Session>& s, Command cmd, wire::Reader& r,
-                                             bool& deferred) {
+Bytes TcpStoreServer::Impl::handle_from_loop(const std::shared_ptr<Session>& s, wire::Request& req, bool& deferred) {
   wire::Writer w;
-  auto fail = [&](const std::string& msg) {
-    wire::Writer e;
-    e.u8(1);
-    e.str(msg);
-    return std::move(e.buffer());
-  };
-  switch (cmd) {
+  switch (req.command) {
     case Command::Set: {
-      auto key = r.str();
-      auto value = r.bytes();
-      if (!key || !value || !r.done()) break;
-      set_from_loop(*key, std::move(*value));
+      set_from_loop(req.key, std::move(req.value));
       w.u8(0);
       return std::move(w.buffer());
     }
     case Command::Get: {
-      auto key = r.str();
-      if (!key || !r.done()) break;
-      auto it = data_.find(*key);
+      auto it = data_.find(req.key);
       w.u8(0);
       w.u8(it != data_.end() ? 1 : 0);
       w.bytes(it != data_.end() ? it->second : Bytes{});
       return std::move(w.buffer());
     }
     case Command::Add: {
-      auto key = r.str();
-      auto delta = r.i64();
-      if (!key || !delta || !r.done()) break;
       int64_t v = 0;
-      auto it = data_.find(*key);
+      auto it = data_.find(req.key);
       if (it != data_.end()) {
         try {
-          v = parse_counter(*key, it->second);
+          v = parse_counter(req.key, it->second);
         } catch (const std::exception& e) {
-          return fail(e.what());
+          return wire::error_response(e.what());
         }
       }
-      v += *delta;
-      set_from_loop(*key, to_bytes(std::to_string(v)));
+      v += req.delta;
+      set_from_loop(req.key, to_bytes(std::to_string(v)));
       w.u8(0);
       w.i64(v);
       return std::move(w.buffer());
     }
     case Command::CompareSet: {
-      auto key = r.str();
-      auto expected = r.bytes();
-      auto desired = r.bytes();
-      if (!key || !expected || !desired || !r.done()) break;
-      auto it = data_.find(*key);
+      auto it = data_.find(req.key);
       Bytes result;
-      if (it == data_.end() && !expected->empty()) {
-        result = *expected;
-      } else if (it != data_.end() && it->second != *expected) {
+      if (it == data_.end() && !req.expected.empty()) {
+        result = req.expected;
+      } else if (it != data_.end() && it->second != req.expected) {
         result = it->second;
       } else {
-        result = *desired;
-        set_from_loop(*key, std::move(*desired));
+        result = req.value;
+        set_from_loop(req.key, std::move(req.value));
       }
       w.u8(0);
       w.bytes(result);
       return std::move(w.buffer());
     }
     case Command::Check: {
-      auto keys = r.strs();
-      if (!keys || !r.done()) break;
       w.u8(0);
-      w.u8(has_all_from_loop(*keys) ? 1 : 0);
+      w.u8(has_all_from_loop(req.keys) ? 1 : 0);
       return std::move(w.buffer());
     }
     case Command::Delete: {
-      auto key = r.str();
-      if (!key || !r.done()) break;
       w.u8(0);
-      w.u8(data_.erase(*key) > 0 ? 1 : 0);
+      w.u8(data_.erase(req.key) > 0 ? 1 : 0);
       return std::move(w.buffer());
     }
     case Command::NumKeys: {
-      if (!r.done()) break;
       w.u8(0);
       w.i64(static_cast<int64_t>(data_.size()));
       return std::move(w.buffer());
     }
     case Command::Wait: {
-      auto keys = r.strs();
-      if (!keys || !r.done()) break;
-      if (has_all_from_loop(*keys)) {
+      if (has_all_from_loop(req.keys)) {
         w.u8(0);
         return std::move(w.buffer());
       }
-      waiters_.push_back({s, std::move(*keys)});
+      waiters_.push_back({s, std::move(req.keys)});
       s->watch_for_hangup();
       deferred = true;
       return {};
     }
     case Command::MultiGet: {
-      auto keys = r.strs();
-      if (!keys || !r.done()) break;
-      if (!has_all_from_loop(*keys)) return fail("multi_get: some keys are missing");
+      if (!has_all_from_loop(req.keys)) return wire::error_response("multi_get: some keys are missing");
       w.u8(0);
-      w.u32(static_cast<uint32_t>(keys->size()));
-      for (const auto& k : *keys) w.bytes(data_[k]);
+      w.u32(static_cast<uint32_t>(req.keys.size()));
+      for (const auto& k : req.keys) w.bytes(data_[k]);
       return std::move(w.buffer());
     }
     case Command::MultiSet: {
-      auto n = r.u32();
-      if (!n) break;
-      std::vector<std::pair<std::string, Bytes>> kv;
-      for (uint32_t i = 0; i < *n; ++i) {
-        auto key = r.str();
-        auto value = r.bytes();
-        if (!key || !value) return fail("malformed multi_set request");
-        kv.emplace_back(std::move(*key), std::move(*value));
-      }
-      if (!r.done()) break;
-      for (auto& [k, v] : kv) data_[k] = std::move(v);
+      for (auto& [k, v] : req.pairs) data_[k] = std::move(v);
       wake_waiters_from_loop();
       w.u8(0);
       return std::move(w.buffer());
     }
   }
-  return fail("malformed request (unknown command or bad fields)");
+  return wire::error_response("unknown command");  // decode_request() admits only the commands above
 }
 
 TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, security::JobSecret secret,

@@ -77,8 +77,14 @@ SparseTensor::SparseTensor(Tensor indices, Tensor values, Shape size, bool is_co
   BRAID_CHECK_ARG(sd + dd == static_cast<int64_t>(size_.size()),
                   "SparseTensor: sparse_dim ({}) + dense_dim ({}) must equal the number of dimensions of size {}",
                   sd, dd, shape_str(size_));
+  // to_tensor() gives the sparse tensor the contiguous strides of its size: products of the sizes (a 0
+  // counted as 1) that must fit in int64, as Tensor::empty requires of a dense shape.
+  int64_t extent = 1;
   for (int64_t s : size_) {
     BRAID_CHECK_ARG(s >= 0, "SparseTensor: negative dimension in size {}", shape_str(size_));
+    BRAID_CHECK_ARG(!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent),
+                    "SparseTensor: size {} is too large: its sizes (a 0 counted as 1) multiply past 2^63 - 1",
+                    shape_str(size_));
   }
   for (int64_t j = 0; j < dd; ++j) {
     BRAID_CHECK_ARG(values_.size(j + 1) == size_[static_cast<size_t>(sd + j)],

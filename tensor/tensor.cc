@@ -36,8 +36,16 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
+  // The strides, the element count and the byte count are products of the sizes (a size 0 counted as 1
+  // for the strides), and each must fit in int64: a decoder hands over shapes straight from its input
+  // ([0, 2^40, 2^40] is empty, yet its strides overflow), and an overflowed byte count would allocate
+  // too little.
+  int64_t extent = static_cast<int64_t>(braid::element_size(options.dtype));
   for (int64_t s : shape) {
     BRAID_CHECK_ARG(s >= 0, "empty: negative dimension {} in shape {}", s, shape_str(shape));
+    BRAID_CHECK_ARG(!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent),
+                    "empty: shape {} of {} is too large: its sizes (a 0 counted as 1) times the element size "
+                    "exceed 2^63 - 1", shape_str(shape), dtype_name(options.dtype));
   }
   if (options.device.is_cuda()) cuda::check_device(options.device, "empty");
   // The byte count is multiplied out with overflow checks: a shape such as [4000000000, 4000000000] would

@@ -241,6 +241,8 @@ Assignment split_assignment(const std::string& text) {
     reject(text, "expected KEY=VALUE with a dotted key, e.g. optimizer.lr=0.1 or roles.trainers=[0,1]");
   }
   Assignment a{text, text.substr(0, eq), {}};
+  // The key may name a free-form section (model.args), where it would become a key of the job's JSON.
+  if (!job_detail::valid_utf8(a.key)) reject("KEY=VALUE", "the key is not valid UTF-8");
   try {
     a.value = job_detail::parse_yaml(text.substr(eq + 1), "value").value;
   } catch (const InvalidArgument& e) {

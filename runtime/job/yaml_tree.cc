@@ -61,6 +61,10 @@ class Converter {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null: return nullptr;
       case YAML::NodeType::Scalar: {
+        if (!valid_utf8(node.Scalar())) {
+          throw InvalidArgument(fmt::format("{}:{}: {}: the value is not valid UTF-8", origin_, node.Mark().line + 1,
+                                            path.empty() ? "the document" : path));
+        }
         // "!" marks a quoted scalar: a string whatever it spells ("123", "true").
         const std::string& tag = node.Tag();
         if (tag == "!" || tag == "tag:yaml.org,2002:str") return node.Scalar();
@@ -79,6 +83,11 @@ class Converter {
         json out = json::object();
         for (auto it = node.begin(); it != node.end(); ++it) {
           const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("?");
+          if (!valid_utf8(key)) {
+            // The key itself cannot be quoted in the message: it would carry the bad bytes along.
+            throw InvalidArgument(fmt::format("{}:{}: {}: a key is not valid UTF-8", origin_,
+                                              it->first.Mark().line + 1, path.empty() ? "the top level" : path));
+          }
           const std::string item = path.empty() ? key : path + "." + key;
           record(item, it->first);
           // yaml-cpp keeps both copies of a repeated key; a job file that sets a key twice is a mistake.
@@ -108,6 +117,15 @@ class Converter {
 };
 
 }  // namespace
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
 
 YamlTree parse_yaml(const std::string& text, const std::string& origin) {
   if (text.size() > kMaxYamlBytes) {

@@ -28,6 +28,12 @@ struct YamlTree {
 inline constexpr size_t kMaxYamlBytes = size_t{1} << 20;
 inline constexpr size_t kMaxYamlNodes = 100'000;
 
+// Whether `s` is valid UTF-8. nlohmann refuses to write a string that is not (its type_error 316), and a
+// job's strings are written out: `braid check --print`, the copy kept with checkpoints, quoted in error
+// messages. So parse_yaml() refuses such values and keys where the line is known, and an override's key
+// is checked the same way.
+bool valid_utf8(const std::string& s);
+
 // Parses one YAML document. Throws InvalidArgument "<origin>:<line>: ..." on a syntax error or a
 // duplicate key, and "<origin>: ..." naming the limit for a text over kMaxYamlBytes or a tree over
 // kMaxYamlNodes.
