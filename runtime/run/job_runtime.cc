@@ -5,11 +5,13 @@
 #include <mutex>
 
 #include "base/env.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "collectives/registry/group_registry.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
 #include "runtime/network_env.h"
+#include "runtime/run/rank_service.h"
 #include "store/rendezvous.h"
 
 namespace braid::runtime {
@@ -91,6 +93,7 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   } else {
     store_ = store::rendezvous("env://", rank_, world_size_, timeout).store;
   }
+  fault::point("rendezvous");  // in the store, not yet in the process groups or RPC (BRAID_FAULT)
 
   // The network of a job that spans machines (BRAID_SOCKET_IFNAME, GLOO_SOCKET_IFNAME; docs/DEPLOY.md):
   // braid's own TCP traffic stays on loopback otherwise.
@@ -113,6 +116,10 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   o.num_worker_threads = kRpcThreads;
   if (!net.rpc_bind_host.empty()) o.transport_options.bind_host = net.rpc_bind_host;
   o.join_timeout = timeout;
+  // Every rank is done when the job shuts RPC down: one that does not arrive within failure.timeout_s hung.
+  o.shutdown_timeout = std::max(seconds_to_ms(job.failure.timeout_s), std::chrono::milliseconds(1000));
+  // A peer whose connection breaks is acted on at once (rank_service.h): a dead driver ends this rank.
+  o.on_peer_failure = [](int peer, const std::string& reason) { RankService::instance().on_peer_failure(peer, reason); };
   rpc::init_rpc(worker_name(rank_), rank_, world_size_, o);
   rpc_up_ = true;
   logging::get("braid.run")->debug("joined the job: {} ranks, backend {}, rpc {}", world_size_,

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -37,6 +38,7 @@ void RankService::configure(const JobSpec& job, int rank) {
   last_contact_ = std::chrono::steady_clock::now();
   stop_message_.reset();
   driver_stop_.reset();
+  dead_.clear();
 }
 
 void RankService::touch() {
@@ -104,6 +106,59 @@ void RankService::abort_process(const std::string& why) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(1);
+}
+
+void RankService::on_peer_failure(int peer, const std::string& reason) {
+  std::string why;
+  {
+    // Held while the listener runs, so that clearing it (the Driver's destructor) waits for a call in flight.
+    std::lock_guard<std::mutex> listener_lock(listener_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dead_.emplace(peer, reason);
+      if (job_ == nullptr) return;
+      const int driver = driver_rank(*job_);
+      // After "braid.stop" the driver's connections close as the job ends: that is no death.
+      if (!peer_listener_ && peer == driver && rank_ != driver && !stop_message_) {
+        why = fmt::format("{} died: its RPC connection to this rank broke ({}); exiting", describe_rank(*job_, driver),
+                          reason);
+      }
+    }
+    if (peer_listener_) {
+      peer_listener_(peer, reason);
+      return;
+    }
+  }
+  if (!why.empty()) abort_process(why);
+}
+
+std::map<int, std::string> RankService::dead_peers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_;
+}
+
+void RankService::set_peer_failure_listener(std::function<void(int, const std::string&)> listener) {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  peer_listener_ = std::move(listener);
+}
+
+std::string name_workers(const JobSpec& job, const std::string& text) {
+  static const std::regex worker_re("worker([0-9]+)");
+  std::string out;
+  auto last = text.cbegin();
+  for (std::sregex_iterator it(text.begin(), text.end(), worker_re), end; it != end; ++it) {
+    const auto& m = *it;
+    out.append(last, m[0].second);
+    int rank = -1;
+    try {
+      rank = std::stoi(m[1].str());
+    } catch (const std::exception&) {
+    }
+    if (rank >= 0 && rank < job.roles.world_size()) out += " (" + describe_rank(job, rank) + ")";
+    last = m[0].second;
+  }
+  out.append(last, text.cend());
+  return out;
 }
 
 void RankService::set_status(std::string state, int64_t step) {

@@ -9,7 +9,10 @@
 //   "braid.load_modules"  (path, [(name, module RRef)]) : and loads it back (--resume)
 //
 // Ranks other than the driver wait in serve_until_stop(), which is also their watchdog: when the driver
-// has not been heard from (any call from it counts) for failure.timeout_s, the rank exits 1 naming it. The
+// has not been heard from (any call from it counts) for failure.timeout_s, the rank exits 1 naming it.
+// A driver that dies is acted on at once: RPC reports the broken connection (on_peer_failure), and a rank
+// that has not been told to stop exits 1 naming it ("rank 5 (master) died: ..."), under any launcher. On
+// the driver, the same report goes to the Driver (set_peer_failure_listener), which fails the job. The
 // same loop sweeps distributed-autograd contexts older than failure.context_ttl_s: contexts a trainer that
 // died left on this rank, which nothing else would release.
 #pragma once
@@ -17,6 +20,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -58,6 +63,15 @@ class RankService {
   void request_driver_stop(std::string signal_name);
   std::optional<std::string> take_driver_stop();
 
+  // RPC lost `peer` (its connection broke, or it cannot be reached): recorded, then handed to the
+  // listener when one is set (the driver), else, when `peer` is the driver and no stop has arrived, this
+  // process ends naming it. Runs on an RPC transport thread: nothing here blocks.
+  void on_peer_failure(int peer, const std::string& reason);
+  // The peers RPC lost (rank -> reason), in rank order.
+  std::map<int, std::string> dead_peers() const;
+  // The driver's: called (on a transport thread, must not block) for every peer failure; empty clears it.
+  void set_peer_failure_listener(std::function<void(int peer, const std::string& reason)> listener);
+
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);
 
@@ -73,7 +87,14 @@ class RankService {
   std::optional<std::string> driver_stop_;   // GUARDED_BY(mu_)
   std::string state_ = "starting";          // GUARDED_BY(mu_)
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
+  std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
+  std::mutex listener_mu_;  // taken before mu_, never after
+  std::function<void(int, const std::string&)> peer_listener_;  // GUARDED_BY(listener_mu_)
 };
+
+// `text` with every RPC worker name "worker<r>" followed by the rank's description, "worker3 (rank 3
+// (trainer))": RPC's errors name workers, a job's messages name ranks and roles.
+std::string name_workers(const JobSpec& job, const std::string& text);
 
 // Registers the functions above in rpc::global_registry() (once per process).
 void register_rank_functions();

@@ -1,6 +1,14 @@
 #include "runtime/run/run_job.h"
 
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
@@ -13,8 +21,35 @@
 
 namespace braid::runtime {
 
+namespace {
+
+// Why a launcher is ending the job, when it is because a rank failed; "" when nothing says so (a stop an
+// operator asked for). `braid launch` writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its
+// SIGTERM; mpirun and srun say nothing, but a rank that RPC lost tells the same story.
+std::string failure_behind_signal(const JobSpec& job, int self) {
+  if (const char* path = std::getenv("BRAID_LAUNCH_NOTICE"); path != nullptr && *path != 0) {
+    std::ifstream in(path);
+    std::string line;
+    std::smatch m;
+    static const std::regex notice_re("rank ([0-9]+) (.*)");
+    if (std::getline(in, line) && std::regex_match(line, m, notice_re)) {
+      const int rank = std::stoi(m[1].str());
+      if (rank >= 0 && rank < job.roles.world_size() && rank != self) {
+        return fmt::format("braid launch reports that {} {}", describe_rank(job, rank), m[2].str());
+      }
+    }
+  }
+  for (const auto& [rank, why] : RankService::instance().dead_peers()) {
+    if (rank != self) return fmt::format("{} died ({})", describe_rank(job, rank), why);
+  }
+  return "";
+}
+
+}  // namespace
+
 int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options) {
   block_job_signals();
+  fault::arm(env.rank);  // BRAID_FAULT (base/fault_injection.h): off unless set
   // Plugins first, on every rank and before anything starts: a library that cannot load stops this rank
   // with its reason before it joins the job, and the launcher ends the others.
   load_job_plugins(job);
@@ -29,19 +64,31 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   register_instance_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });
 
-  JobRuntime runtime(job, env);
   const int driver = driver_rank(job);
-  // A signal anywhere becomes a stop request on the driver, which checkpoints and stops every rank.
+  const bool is_driver = env.rank == driver;
+  std::atomic<bool> joined{false};
+  // A signal anywhere becomes a stop request on the driver, which checkpoints and stops every rank;
+  // unless the signal comes from a launcher ending a job that lost a rank (below), or comes before this
+  // rank has joined (nothing to checkpoint: it leaves at once rather than wait out the rendezvous).
   SignalWatcher signals([&](int signo) {
     const std::string name = signal_name(signo);
+    if (const std::string why = failure_behind_signal(job, env.rank); !why.empty()) {
+      RankService::instance().abort_process(fmt::format("got {}: {}; exiting", name, why));
+    }
+    if (!joined.load()) {
+      RankService::instance().abort_process(fmt::format("got {} while joining the job; exiting", name));
+    }
     logging::get("braid.run")->warn("got {}: asking the driver to checkpoint and stop", name);
-    if (runtime.is_driver()) {
+    if (is_driver) {
       RankService::instance().request_driver_stop(name);
       return;
     }
     rpc::rpc_async(worker_name(driver), "braid.signal", {rpc::Value(name)}, rpc::Millis(5000))
         .wait(std::chrono::milliseconds(6000));
   });
+
+  JobRuntime runtime(job, env);
+  joined.store(true);
 
   if (runtime.is_driver()) {
     Driver d(job, runtime, options);
@@ -55,7 +102,23 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
     }
   }
   clear_instances();  // their RRefs go before the agent does
-  runtime.shutdown_rpc(/*graceful=*/true);
+  fault::point("shutdown");  // stopped, about to leave the job (BRAID_FAULT)
+  try {
+    runtime.shutdown_rpc(/*graceful=*/true);
+  } catch (const TimeoutError& e) {
+    // A rank hung while the job ended (RPC names workers, the job names ranks). The process ends here,
+    // without unwinding into the groups of a job that lost a rank.
+    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed: {}", name_workers(job, e.what())));
+  } catch (const std::exception& e) {
+    // A rank died while the job ended: RPC names those it knows dead; when the store's host died, the
+    // store's error does not, so the ranks whose connections broke are named too.
+    std::string dead;
+    for (const auto& [r, why] : RankService::instance().dead_peers()) {
+      dead += fmt::format("{}{} is gone ({})", dead.empty() ? "" : "; ", describe_rank(job, r), why);
+    }
+    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed{}: {}",
+                                                       dead.empty() ? "" : ": " + dead, name_workers(job, e.what())));
+  }
   return 0;
 }
 
