@@ -93,7 +93,6 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   } else {
     store_ = store::rendezvous("env://", rank_, world_size_, timeout).store;
   }
-  fault::point("rendezvous");  // in the store, not yet in the process groups or RPC (BRAID_FAULT)
 
   // The network of a job that spans machines (BRAID_SOCKET_IFNAME, GLOO_SOCKET_IFNAME; docs/DEPLOY.md):
   // braid's own TCP traffic stays on loopback otherwise.
@@ -105,6 +104,9 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   init.world_size = world_size_;
   init.group.timeout = timeout;
   collectives::init_process_group(to_string(job.backend), init);
+  // BRAID_FAULT: every rank is in the default group (so inside braid run, its signals handled), none yet in
+  // the trainers' group or RPC.
+  fault::point("rendezvous");
   trainers_ = collectives::new_group(job.roles.trainers);
   set_process_trainers_group(trainers_);
   set_process_hybrid_shard_groups(make_hybrid_shard_groups(job, rank_));

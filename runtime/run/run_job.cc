@@ -35,7 +35,7 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
     if (std::getline(in, line) && std::regex_match(line, m, notice_re)) {
       const int rank = std::stoi(m[1].str());
       if (rank >= 0 && rank < job.roles.world_size() && rank != self) {
-        return fmt::format("braid launch reports that {} {}", describe_rank(job, rank), m[2].str());
+        return fmt::format("braid launch reports that {} failed: {}", describe_rank(job, rank), m[2].str());
       }
     }
   }
@@ -76,7 +76,8 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
       RankService::instance().abort_process(fmt::format("got {}: {}; exiting", name, why));
     }
     if (!joined.load()) {
-      RankService::instance().abort_process(fmt::format("got {} while joining the job; exiting", name));
+      RankService::instance().abort_process(fmt::format("got {} while joining the job (a launcher ends a job when "
+                                                        "a rank fails; it names the rank); exiting", name));
     }
     logging::get("braid.run")->warn("got {}: asking the driver to checkpoint and stop", name);
     if (is_driver) {
