@@ -103,7 +103,9 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   init.rank = rank_;
   init.world_size = world_size_;
   init.group.timeout = timeout;
+  RankService::publish_process(*store_, rank_);
   collectives::init_process_group(to_string(job.backend), init);
+  RankService::instance().read_processes(*store_, world_size_);  // every rank is in: all are published
   // BRAID_FAULT: every rank is in the default group (so inside braid run, its signals handled), none yet in
   // the trainers' group or RPC.
   fault::point("rendezvous");

@@ -1,10 +1,14 @@
 #include "runtime/run/rank_service.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -130,6 +134,71 @@ void RankService::on_peer_failure(int peer, const std::string& reason) {
     }
   }
   if (!why.empty()) abort_process(why);
+}
+
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string proc_key(int rank) { return fmt::format("braid/process/{}", rank); }
+
+}  // namespace
+
+void RankService::publish_process(store::Store& store, int rank) {
+  store.set(proc_key(rank), store::to_bytes(fmt::format("{} {}", this_host(), ::getpid())));
+}
+
+void RankService::read_processes(store::Store& store, int world_size) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back(proc_key(r));
+  std::map<int, std::pair<std::string, long>> found;
+  const auto values = store.multi_get(keys, std::chrono::milliseconds(10'000));
+  for (int r = 0; r < world_size; ++r) {
+    std::istringstream entry(store::to_string(values[static_cast<size_t>(r)]));
+    std::string host;
+    long pid = 0;
+    if (entry >> host >> pid) found[r] = {host, pid};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  processes_ = std::move(found);
+}
+
+std::string RankService::local_failed_peer() const {
+  std::map<int, std::pair<std::string, long>> processes;
+  const JobSpec* job = nullptr;
+  int self = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    processes = processes_;
+    job = job_;
+    self = rank_;
+  }
+  if (job == nullptr) return "";
+  // Every peer on this host that is gone, has exited or is stopped: the one that failed first cannot be told
+  // from one that a launcher's SIGTERM already ended, so all are named, the gone (reaped) ones first.
+  const std::string host = this_host();
+  std::vector<std::string> gone, ended;
+  for (const auto& [r, where] : processes) {
+    const auto& [their_host, pid] = where;
+    if (r == self || their_host != host || pid <= 0) continue;
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    if (!std::getline(stat, line)) {
+      gone.push_back(fmt::format("{} died (its process, pid {}, is gone)", describe_rank(*job, r), pid));
+      continue;
+    }
+    // The state follows the command's closing parenthesis.
+    const size_t paren = line.rfind(')');
+    const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+    if (state == 'Z' || state == 'X') ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
+    if (state == 'T' || state == 't') ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
+  }
+  gone.insert(gone.end(), ended.begin(), ended.end());
+  return fmt::format("{}", fmt::join(gone, "; "));
 }
 
 std::map<int, std::string> RankService::dead_peers() const {

@@ -22,11 +22,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "runtime/job/job_spec.h"
+#include "store/store.h"
 
 namespace braid::runtime {
 
@@ -72,6 +74,16 @@ class RankService {
   // The driver's: called (on a transport thread, must not block) for every peer failure; empty clears it.
   void set_peer_failure_listener(std::function<void(int peer, const std::string& reason)> listener);
 
+  // Where each rank's process runs ("host pid"): every rank publishes its own in the job's store at
+  // start-up, and reads them all once every rank is in (after the default group), so that it can tell
+  // which peer on its own host is gone or stopped when a launcher ends the job without saying why
+  // (mpirun, srun); a signal handler cannot use the store, which the main thread may be blocked in.
+  static void publish_process(store::Store& store, int rank);
+  void read_processes(store::Store& store, int world_size);
+  // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
+  // other ranks on this host whose process is gone, has exited or is stopped; "" when none is.
+  std::string local_failed_peer() const;
+
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);
 
@@ -88,6 +100,7 @@ class RankService {
   std::string state_ = "starting";          // GUARDED_BY(mu_)
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
   std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
+  std::map<int, std::pair<std::string, long>> processes_;  // GUARDED_BY(mu_): rank -> (host, pid)
   std::mutex listener_mu_;  // taken before mu_, never after
   std::function<void(int, const std::string&)> peer_listener_;  // GUARDED_BY(listener_mu_)
 };

@@ -42,7 +42,8 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
   for (const auto& [rank, why] : RankService::instance().dead_peers()) {
     if (rank != self) return fmt::format("{} died ({})", describe_rank(job, rank), why);
   }
-  return "";
+  // Before RPC knows anyone (the rendezvous), or for a peer it never talked to: a process on this host.
+  return RankService::instance().local_failed_peer();
 }
 
 }  // namespace
