@@ -100,7 +100,21 @@ void Driver::fail(int rank, const std::string& why) {
   RankService::instance().abort_process(fmt::format("stopping the job: {}", message));
 }
 
+void Driver::hold_if_failing() {
+  if (!failing_.load()) return;
+  // The failing thread ends the process within seconds (fail()); this bound is only a backstop.
+  std::this_thread::sleep_for(ms(job_.failure.timeout_s) + std::chrono::seconds(10));
+  RankService::instance().abort_process("the job is failing, and the thread failing it did not end the process");
+}
+
 int Driver::blame(int rank) const {
+  // The agent records a death before it fails the calls pending towards the peer, so a failure those
+  // calls caused finds it there; RankService hears of it only after them.
+  if (rpc::is_initialized()) {
+    for (const auto& [r, why] : rpc::current_agent().dead_peers()) {
+      if (r != runtime_.rank()) return r;
+    }
+  }
   for (const auto& [r, why] : RankService::instance().dead_peers()) {
     if (r != runtime_.rank()) return r;
   }
@@ -409,6 +423,9 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
                             {"world_size", runtime_.world_size()},
                             {"roles", roles},
                             {"job", to_json(job_)}};
+  // A rank may have failed while the saves ran (the heartbeat found it hung, and it was continued since):
+  // a job that is failing commits nothing.
+  hold_if_failing();
   commit_checkpoint(job_.checkpoint.dir, dir, meta, job_.checkpoint.keep);
   log()->info("checkpoint after step {}: {}", step, dir);
   last_checkpoint_step_ = step;
@@ -482,6 +499,7 @@ int Driver::run() {
       if (job_.checkpoint.interval > 0 && done % job_.checkpoint.interval == 0 && done < total) {
         save_checkpoint(done, epoch + 1);
       }
+      hold_if_failing();
       stop_signal = RankService::instance().take_driver_stop();
       if (stop_signal) break;
     }

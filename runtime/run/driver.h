@@ -83,6 +83,9 @@ class Driver {
   // A rank known dead (its RPC connection broke), else the first other rank that does not answer a short
   // ping; -1 when all do.
   int find_unreachable_rank();
+  // Once another thread is failing the job, waits for it to end the process: nothing more is done (no
+  // checkpoint is committed) by a job that has failed.
+  void hold_if_failing();
   // `rank`, unless a rank is known dead: a failure seen here then is most likely the echo of that death.
   int blame(int rank) const;
 

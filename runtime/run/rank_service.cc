@@ -43,6 +43,7 @@ void RankService::configure(const JobSpec& job, int rank) {
   stop_message_.reset();
   driver_stop_.reset();
   dead_.clear();
+  in_group_since_.reset();
 }
 
 void RankService::touch() {
@@ -165,6 +166,12 @@ void RankService::read_processes(store::Store& store, int world_size) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   processes_ = std::move(found);
+  in_group_since_ = std::chrono::steady_clock::now();
+}
+
+std::optional<std::chrono::steady_clock::time_point> RankService::in_default_group_since() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_group_since_;
 }
 
 std::string RankService::local_failed_peer() const {

@@ -80,6 +80,8 @@ class RankService {
   // (mpirun, srun); a signal handler cannot use the store, which the main thread may be blocked in.
   static void publish_process(store::Store& store, int rank);
   void read_processes(store::Store& store, int world_size);
+  // When read_processes() ran: every rank was in the default group then (run_job's join watchdog).
+  std::optional<std::chrono::steady_clock::time_point> in_default_group_since() const;
   // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
   // other ranks on this host whose process is gone, has exited or is stopped; "" when none is.
   std::string local_failed_peer() const;
@@ -101,6 +103,7 @@ class RankService {
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
   std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
   std::map<int, std::pair<std::string, long>> processes_;  // GUARDED_BY(mu_): rank -> (host, pid)
+  std::optional<std::chrono::steady_clock::time_point> in_group_since_;  // GUARDED_BY(mu_)
   std::mutex listener_mu_;  // taken before mu_, never after
   std::function<void(int, const std::string&)> peer_listener_;  // GUARDED_BY(listener_mu_)
 };

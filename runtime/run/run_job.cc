@@ -1,11 +1,17 @@
 #include "runtime/run/run_job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <regex>
+#include <thread>
+#include <vector>
 
 #include "base/check.h"
 #include "base/fault_injection.h"
@@ -24,9 +30,12 @@ namespace braid::runtime {
 namespace {
 
 // Why a launcher is ending the job, when it is because a rank failed; "" when nothing says so (a stop an
-// operator asked for). `braid launch` writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its
-// SIGTERM; mpirun and srun say nothing, but a rank that RPC lost tells the same story.
+// operator asked for). Every source is named, since none alone tells the first failure: `braid launch`
+// writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its SIGTERM (the first rank to end, which
+// may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
+// on this host show which ranks are gone or stopped (mpirun and srun say nothing).
 std::string failure_behind_signal(const JobSpec& job, int self) {
+  std::vector<std::string> parts;
   if (const char* path = std::getenv("BRAID_LAUNCH_NOTICE"); path != nullptr && *path != 0) {
     std::ifstream in(path);
     std::string line;
@@ -35,16 +44,58 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
     if (std::getline(in, line) && std::regex_match(line, m, notice_re)) {
       const int rank = std::stoi(m[1].str());
       if (rank >= 0 && rank < job.roles.world_size() && rank != self) {
-        return fmt::format("braid launch reports that {} failed: {}", describe_rank(job, rank), m[2].str());
+        parts.push_back(fmt::format("braid launch reports that {} failed: {}", describe_rank(job, rank), m[2].str()));
       }
     }
   }
   for (const auto& [rank, why] : RankService::instance().dead_peers()) {
-    if (rank != self) return fmt::format("{} died ({})", describe_rank(job, rank), why);
+    if (rank != self) parts.push_back(fmt::format("{} died ({})", describe_rank(job, rank), why));
   }
   // Before RPC knows anyone (the rendezvous), or for a peer it never talked to: a process on this host.
-  return RankService::instance().local_failed_peer();
+  if (std::string local = RankService::instance().local_failed_peer(); !local.empty()) parts.push_back(local);
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
+
+// Once every rank is in the default group, the rest of joining (the trainers' group, RPC) takes moments; a
+// rank still joining failure.timeout_s later waits for a peer that hangs (a stopped process), which
+// nothing else would find before the rendezvous timeout (30 s or more). It names what it can see.
+class JoinWatchdog {
+ public:
+  explicit JoinWatchdog(const JobSpec& job) : job_(job), thread_([this] { run(); }) {}
+  ~JoinWatchdog() { done(); }
+  JoinWatchdog(const JoinWatchdog&) = delete;
+  JoinWatchdog& operator=(const JoinWatchdog&) = delete;
+
+  void done() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    const auto limit = std::chrono::milliseconds(static_cast<int64_t>(job_.failure.timeout_s * 1000));
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
+      const auto since = RankService::instance().in_default_group_since();
+      if (!since || std::chrono::steady_clock::now() - *since < limit) continue;
+      lock.unlock();
+      const std::string seen = RankService::instance().local_failed_peer();
+      RankService::instance().abort_process(fmt::format(
+          "joining the job: the trainers' group and RPC are not up {:g} s (failure.timeout_s) after every rank was "
+          "in the default group: {}; exiting", job_.failure.timeout_s, seen.empty() ? "a rank hangs" : seen));
+    }
+  }
+
+  const JobSpec& job_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -89,8 +140,10 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
         .wait(std::chrono::milliseconds(6000));
   });
 
+  JoinWatchdog join_watchdog(job);
   JobRuntime runtime(job, env);
   joined.store(true);
+  join_watchdog.done();
 
   if (runtime.is_driver()) {
     Driver d(job, runtime, options);
