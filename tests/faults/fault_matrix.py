@@ -134,7 +134,8 @@ def per_rank_output(launcher, text):
 
 
 def check_checkpoint(braid, ckpt, marker):
-    """`latest` names step 1's checkpoint (the one before the interrupted write), and the job resumes from it
+    """`latest` names step 1's checkpoint (the one before the interrupted write), or step 2's if the write was
+    only held up and then completed, and the job resumes from it
     (every rank loads its file of it: `braid export` cannot, the model keeps parts on the worker)."""
     latest = os.path.join(ckpt, "latest")
     if not os.path.exists(latest):
@@ -142,15 +143,18 @@ def check_checkpoint(braid, ckpt, marker):
     with open(latest) as f:
         name = f.read().strip()
     m = re.fullmatch(r"step-0*(\d+)", name)
-    if not m or int(m.group(1)) != 1:
-        return f"latest names '{name}', not step 1's checkpoint"
+    # Step 1's, or step 2's when the write was only held up (a stopped master continued by its launcher
+    # finishes the commit): either way a complete checkpoint, which the resume below must load.
+    if not m or int(m.group(1)) not in (1, 2):
+        return f"latest names '{name}', not step 1's (or a completed step 2's) checkpoint"
+    step = int(m.group(1))
     cmd = command("launch", braid, None, [JOB, "--set", f"checkpoint.dir={ckpt}", "--resume"])
     try:
         r = subprocess.run(cmd, env=run_env("launch", marker, ""), capture_output=True, text=True, timeout=90,
                            cwd=ROOT)
     except subprocess.TimeoutExpired:
         return "the resume from the previous checkpoint did not end within 90 s"
-    if r.returncode != 0 or f"resumed from {os.path.join(ckpt, name)} (step 1)" not in r.stdout + r.stderr:
+    if r.returncode != 0 or f"resumed from {os.path.join(ckpt, name)} (step {step})" not in r.stdout + r.stderr:
         return f"the resume from the previous checkpoint failed (exit {r.returncode}): {r.stderr.strip()[-300:]}"
     return ""
 
