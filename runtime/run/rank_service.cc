@@ -208,6 +208,11 @@ std::string RankService::local_failed_peer() const {
   return fmt::format("{}", fmt::join(gone, "; "));
 }
 
+bool RankService::job_ending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";
+}
+
 std::map<int, std::string> RankService::dead_peers() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dead_;

@@ -69,6 +69,9 @@ class RankService {
   // listener when one is set (the driver), else, when `peer` is the driver and no stop has arrived, this
   // process ends naming it. Runs on an RPC transport thread: nothing here blocks.
   void on_peer_failure(int peer, const std::string& reason);
+  // Whether the job is ending normally: this rank got "braid.stop", or (the driver) is stopping. Peers
+  // that close their connections then are leaving, not dying.
+  bool job_ending() const;
   // The peers RPC lost (rank -> reason), in rank order.
   std::map<int, std::string> dead_peers() const;
   // The driver's: called (on a transport thread, must not block) for every peer failure; empty clears it.

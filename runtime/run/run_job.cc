@@ -35,6 +35,8 @@ namespace {
 // may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
 // on this host show which ranks are gone or stopped (mpirun and srun say nothing).
 std::string failure_behind_signal(const JobSpec& job, int self) {
+  // A job that is ending normally has ranks leaving: a signal then is no sign of a failure.
+  if (RankService::instance().job_ending()) return "";
   std::vector<std::string> parts;
   if (const char* path = std::getenv("BRAID_LAUNCH_NOTICE"); path != nullptr && *path != 0) {
     std::ifstream in(path);
