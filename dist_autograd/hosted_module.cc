@@ -6,6 +6,7 @@
 #include "autograd/ops/op_helpers.h"
 #include "autograd/variable.h"
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "dist_autograd/module_registry.h"
 #include "tensor/cuda/device_api.h"
 
@@ -42,6 +43,7 @@ HostedModule::HostedModule(std::string class_name, std::shared_ptr<nn::Module> m
 }
 
 Value HostedModule::forward(const Args& args) {
+  fault::point("forward");  // BRAID_FAULT: a worker's "forward", serving a remote part
   BRAID_CHECK_ARG(args.kwargs.items.empty(), "RemoteModule.forward of '{}': keyword arguments are not supported "
                   "(got {})", class_name_, args.kwargs.items.size());
   nn::TensorList inputs;

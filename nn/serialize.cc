@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "nn/atomic_file.h"
 #include "tensor/serialize.h"
 
@@ -98,6 +99,7 @@ void save_state_dict(const StateDict& state, const std::string& path) {
   put_le<uint16_t>(buf, 0);
   put_le<uint64_t>(buf, state.size());
   emit(buf);
+  fault::point("checkpoint");  // BRAID_FAULT: mid-write, the header out and the tensors not
   for (const auto& [name, t] : state) {
     buf.clear();
     put_le<uint32_t>(buf, static_cast<uint32_t>(name.size()));

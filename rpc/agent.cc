@@ -211,6 +211,11 @@ void RpcAgent::complete(uint64_t id, Message* reply, std::exception_ptr error) {
 }
 
 void RpcAgent::on_message(int peer, Message msg) {
+  if (dead_count_.load(std::memory_order_relaxed) > 0) {
+    // A peer heard from again (a reconnect after a malformed frame, say) is not dead.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_.erase(peer) > 0) dead_count_.store(dead_.size(), std::memory_order_relaxed);
+  }
   if (is_reply(msg.type)) {
     if (msg.type == MessageType::kError) {
       std::exception_ptr err;
@@ -280,6 +285,10 @@ void RpcAgent::on_peer_failure(int peer, const std::string& reason) {
         ++it;
       }
     }
+    if (peer >= 0 && peer < world_size_) {
+      dead_[peer] = reason;
+      dead_count_.store(dead_.size(), std::memory_order_relaxed);
+    }
     if (pending_.empty()) drained_cv_.notify_all();
   }
   const std::string peer_name = peer >= 0 && peer < world_size_ ? worker(peer).name : "?";
@@ -294,6 +303,18 @@ void RpcAgent::on_peer_failure(int peer, const std::string& reason) {
     handler(nullptr, std::make_exception_ptr(CommError(fmt::format(
                          "{}: peer '{}' (id {}) failed: {}", what, peer_name, peer, reason))));
   }
+  if (options_.on_peer_failure) {
+    try {
+      options_.on_peer_failure(peer, reason);
+    } catch (const std::exception& e) {
+      log->error("{}: the peer-failure callback for '{}' failed: {}", self_.name, peer_name, e.what());
+    }
+  }
+}
+
+std::map<int, std::string> RpcAgent::dead_peers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_;
 }
 
 void RpcAgent::timer_loop() {

@@ -13,6 +13,7 @@
 // what is pending and closes at once. No thread or socket outlives shutdown().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -43,7 +44,14 @@ struct RpcAgentOptions {
   int num_worker_threads = 8;
   Millis rpc_timeout{60'000};     // default per-call timeout (PyTorch: 60 s)
   Millis join_timeout{300'000};   // init and graceful-shutdown barriers
+  // Graceful shutdown's barriers alone, when set (0: join_timeout). A job runtime bounds them by its
+  // failure timeout: every worker is done by then, and one that does not arrive has hung.
+  Millis shutdown_timeout{0};
   TransportOptions transport_options;
+  // Called once per peer failure (a broken connection, or a peer that cannot be reached), after the calls
+  // pending towards it have failed: on a transport thread, so it must not block (no RPC from it). A job
+  // runtime uses it to act on a peer's death at once instead of at its next timeout.
+  std::function<void(int peer, const std::string& reason)> on_peer_failure;
 };
 
 // What a reply handler receives: the reply (kResult) or the error (remote error, timeout, peer failure).
@@ -66,6 +74,9 @@ class RpcAgent {
   const WorkerInfo& worker(int id) const;
   std::vector<WorkerInfo> workers() const { return workers_; }
   Millis default_timeout() const { return options_.rpc_timeout; }
+  Millis shutdown_timeout() const {
+    return options_.shutdown_timeout.count() > 0 ? options_.shutdown_timeout : options_.join_timeout;
+  }
   Registry& registry() const { return registry_; }
   std::string transport_name() const { return transport_->name(); }
   // Worker `id`'s transport address as published at join ("127.0.0.1:41234" for tcp).
@@ -84,8 +95,13 @@ class RpcAgent {
   Future<Value> fetch(const RRef& rref, Millis timeout);
   RRef make_local_rref(Value value);
 
+  // Graceful shutdown stops waiting for peers known dead: the barrier that misses only such peers fails at
+  // once with CommError naming them (the agent still closes), rather than waiting its timeout.
   void shutdown(bool graceful = true);
   bool is_running() const;
+  // The peers known dead: their connection broke (or they could not be reached) and nothing has arrived
+  // from them since. Id -> the transport's reason.
+  std::map<int, std::string> dead_peers() const;
   RRefCounts rref_counts() const { return rrefs_->counts(); }
   // Values still referenced by forks when the last graceful shutdown finished (0 when none leaked).
   size_t leaked_rrefs() const { return leaked_rrefs_; }
@@ -142,6 +158,11 @@ class RpcAgent {
   void wait_drained(const char* phase, std::chrono::steady_clock::time_point deadline);
   void store_barrier(const std::string& phase, std::chrono::steady_clock::time_point deadline);
   void leave_store(std::chrono::steady_clock::time_point deadline);
+  // Waits for `keys` in the store until `deadline`, in short slices; between them, fails with CommError when
+  // every worker in `missing()` is known dead, and pings the missing ones once, so that a dead peer this
+  // worker never talked to is found out too (its connect fails).
+  void wait_for_peers(const std::vector<std::string>& keys, std::chrono::steady_clock::time_point deadline,
+                      const std::string& what, const std::function<std::vector<int>()>& missing);
 
   const WorkerInfo self_;
   const int world_size_;
@@ -161,6 +182,8 @@ class RpcAgent {
   uint64_t next_request_id_ = 1;                                         // GUARDED_BY(mu_)
   enum class State { kRunning, kDraining, kClosing, kStopped } state_ = State::kRunning;  // GUARDED_BY(mu_)
   size_t serving_ = 0;  // requests being served (for draining)            GUARDED_BY(mu_)
+  std::map<int, std::string> dead_;  // peers known dead (dead_peers())       GUARDED_BY(mu_)
+  std::atomic<size_t> dead_count_{0};  // dead_.size(): on_message skips the lock when 0
   std::condition_variable timer_cv_;
   // When the timer thread wakes next on its own (GUARDED_BY(mu_)): a send wakes it only for an earlier
   // deadline, so a call costs no extra thread wake-up in the common case.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "rpc/agent.h"
 #include "rpc/value_codec.h"
@@ -86,6 +87,8 @@ void RpcAgent::serve_call(int peer, Message& msg, bool keep_as_rref, std::shared
   BRAID_CHECK_TYPED(WireError, kind == kTargetFunction || kind == kTargetMethod, "rpc meta: unknown call target {}",
                     kind);
   const std::string name = r.str("call target name");
+  // BRAID_FAULT's "rpc": serving a call (braid's own pings, aborts and bookkeeping excepted).
+  if (name.rfind("braid.", 0) != 0) fault::point("rpc");
   const RRefId target = kind == kTargetMethod ? r.id("method rref id") : RRefId{};
   const RRefDecoder dec = decoder_for(peer);
   Args args;

@@ -7,9 +7,16 @@
 //                every owner has heard from every user afterwards, so what it still owns has leaked.
 //   3. worker 0 (usually the store's host) waits until every worker is done with the store;
 //   4. close the transport, the thread pool and the timer.
-// A worker that does not arrive within join_timeout makes the barrier fail with TimeoutError naming it;
-// the agent still closes. shutdown(false) skips 1 and 2.
+// A worker that does not arrive within shutdown_timeout (join_timeout unless set) makes the barrier fail
+// with TimeoutError naming it; the agent still closes. A barrier that misses only workers known dead (their
+// connection broke: dead_peers()) fails at once with CommError naming them: they will never arrive. The
+// missing workers are pinged once a barrier has waited kProbeAfter, so that a dead worker this one never
+// talked to is found out too (its connect fails within the transport's connect retries).
+// shutdown(false) skips 1 and 2.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -19,6 +26,51 @@ namespace braid::rpc {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// The store is asked this often whether a barrier is complete, and the dead peers are looked at between.
+constexpr Millis kBarrierSlice{100};
+// A barrier still incomplete after this long pings the workers it misses.
+constexpr Millis kProbeAfter{500};
+}  // namespace
+
+void RpcAgent::wait_for_peers(const std::vector<std::string>& keys, Clock::time_point deadline, const std::string& what,
+                              const std::function<std::vector<int>()>& missing) {
+  const auto start = Clock::now();
+  bool probed = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    try {
+      store_->wait(keys, std::clamp(left, Millis(1), kBarrierSlice));
+      return;
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline) throw;
+    }
+    const std::vector<int> absent = missing();
+    const std::map<int, std::string> dead = dead_peers();
+    std::vector<std::string> named;
+    for (int id : absent) {
+      auto it = dead.find(id);
+      if (it == dead.end()) {
+        named.clear();
+        break;
+      }
+      named.push_back(fmt::format("'{}' ({})", workers_[static_cast<size_t>(id)].name, it->second));
+    }
+    if (!absent.empty() && !named.empty()) {
+      logging::get("braid.rpc")->error("rpc shutdown of '{}' ({}): not waiting for worker(s) known dead: {}", self_.name,
+                                       what, fmt::join(named, ", "));
+      BRAID_THROW(CommError, "rpc shutdown of '{}': {} cannot complete: worker(s) known dead: {}", self_.name, what,
+                  fmt::join(named, ", "));
+    }
+    if (!probed && Clock::now() - start >= kProbeAfter) {
+      probed = true;
+      for (int id : absent) {
+        if (id == self_.id || dead.count(id) > 0) continue;
+        // The answer does not matter: a dead peer fails the connect, and on_peer_failure marks it dead.
+        send_request(id, MessageType::kPing, {}, {}, Millis(2000), "shutdown liveness probe",
+                     [](Message*, std::exception_ptr) {});
+      }
+    }
+  }
 }
 
 void RpcAgent::wait_drained(const char* phase, Clock::time_point deadline) {
@@ -44,17 +96,21 @@ void RpcAgent::store_barrier(const std::string& phase, Clock::time_point deadlin
   const std::string base = "shutdown/" + phase;
   store_->set(base + "/arrived/" + std::to_string(self_.id), self_.name);
   if (store_->add(base + "/count", 1) == world_size_) store_->set(base + "/done", "1");
-  const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+  const auto missing_ids = [&] {
+    std::vector<int> ids;
+    for (const auto& w : workers_) {
+      if (!store_->check({base + "/arrived/" + std::to_string(w.id)})) ids.push_back(w.id);
+    }
+    return ids;
+  };
   try {
-    store_->wait({base + "/done"}, std::max(left, Millis(1)));
+    wait_for_peers({base + "/done"}, deadline, fmt::format("the '{}' barrier", phase), missing_ids);
   } catch (const TimeoutError&) {
     std::vector<std::string> missing;
-    for (const auto& w : workers_) {
-      if (!store_->check({base + "/arrived/" + std::to_string(w.id)})) missing.push_back(w.name);
-    }
+    for (int id : missing_ids()) missing.push_back(workers_[static_cast<size_t>(id)].name);
     BRAID_THROW(TimeoutError,
                 "rpc shutdown of '{}': the '{}' barrier timed out after {} ms; workers that did not arrive: {}",
-                self_.name, phase, options_.join_timeout.count(), fmt::join(missing, ", "));
+                self_.name, phase, shutdown_timeout().count(), fmt::join(missing, ", "));
   }
 }
 
@@ -64,6 +120,7 @@ void RpcAgent::leave_store(Clock::time_point deadline) {
   // into a server that has exited. What the others do here is best effort: they need nothing more.
   const std::string count = "shutdown/exit/count", done = "shutdown/exit/done";
   try {
+    store_->set("shutdown/exit/left/" + std::to_string(self_.id), self_.name);
     if (store_->add(count, 1) == world_size_) store_->set(done, "1");
   } catch (const std::exception& e) {
     if (self_.id == 0) throw;
@@ -71,8 +128,13 @@ void RpcAgent::leave_store(Clock::time_point deadline) {
     return;
   }
   if (self_.id == 0) {
-    const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-    store_->wait({done}, std::max(left, Millis(1)));
+    wait_for_peers({done}, deadline, "leaving the store", [this] {
+      std::vector<int> ids;
+      for (const auto& w : workers_) {
+        if (!store_->check({"shutdown/exit/left/" + std::to_string(w.id)})) ids.push_back(w.id);
+      }
+      return ids;
+    });
   }
 }
 
@@ -85,7 +147,7 @@ void RpcAgent::shutdown(bool graceful) {
   }
   std::exception_ptr failure;
   if (graceful) {
-    const auto deadline = Clock::now() + options_.join_timeout;
+    const auto deadline = Clock::now() + shutdown_timeout();
     try {
       wait_drained("calls", deadline);
       store_barrier("calls", deadline);

@@ -46,6 +46,8 @@ void init_rpc(const std::string& name, int rank, int world_size, RpcBackendOptio
   agent_options.num_worker_threads = options.num_worker_threads;
   agent_options.rpc_timeout = options.rpc_timeout;
   agent_options.join_timeout = options.join_timeout;
+  agent_options.shutdown_timeout = options.shutdown_timeout;
+  agent_options.on_peer_failure = options.on_peer_failure;
   agent_options.transport_options = options.transport_options;
   int session = 0;
   {

@@ -13,6 +13,7 @@
 // initialized. Call init_rpc first". rank / world_size of -1 come from the launcher's environment.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct RpcBackendOptions {
   std::shared_ptr<store::Store> store;
   TransportOptions transport_options;
   Millis join_timeout{300'000};
+  Millis shutdown_timeout{0};  // RpcAgentOptions::shutdown_timeout
+  // RpcAgentOptions::on_peer_failure: called on a transport thread when a peer's connection breaks.
+  std::function<void(int peer, const std::string& reason)> on_peer_failure;
   // Where this job's keys go in the store. Empty: "rpc/<n>", n counting this process's init_rpc calls,
   // which every process of the job must then have made equally often (a job re-initialized on the same
   // store never sees its earlier keys). Processes that joined unequally often (a test's helper process)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "base/fault_injection.h"
 
 namespace braid::collectives {
 
@@ -34,6 +35,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(TensorList& tensors, const Broadca
   return issue(call);
 }
 std::shared_ptr<Work> ProcessGroup::allreduce(TensorList& tensors, const AllreduceOptions& options) {
+  fault::point("allreduce");  // BRAID_FAULT (base/fault_injection.h)
   Call call = AllreduceCall{tensors, options};
   return issue(call);
 }

@@ -1,6 +1,7 @@
 #include "runtime/launcher/launcher.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <array>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -81,6 +83,34 @@ class IgnoreSigpipe {
   struct sigaction previous_ {};
 };
 
+// The file through which the launcher tells its ranks why it stops them (BRAID_LAUNCH_NOTICE): when a rank
+// fails, "rank R killed by SIGKILL" is written there before the others get SIGTERM, so that each of them
+// can name the failed rank and exit rather than try to checkpoint with a dead peer. Private to the user
+// (mkstemp, 0600), removed at the end.
+class NoticeFile {
+ public:
+  NoticeFile() {
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string templ = std::string(tmpdir != nullptr && *tmpdir != 0 ? tmpdir : "/tmp") + "/braid-launch-XXXXXX";
+    fd_ = UniqueFd(::mkostemp(templ.data(), O_CLOEXEC));
+    if (fd_.valid()) path_ = templ;  // no notice is no failure: the ranks then stop as on any SIGTERM
+  }
+  ~NoticeFile() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  NoticeFile(const NoticeFile&) = delete;
+  NoticeFile& operator=(const NoticeFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  void write(const std::string& text) {
+    if (fd_.valid()) write_all(fd_.get(), text + "\n");
+  }
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
 // One run of the launcher: the ranks, their output and the phase of the job. Single-threaded: run() is
 // a poll() loop over the signalfd and every rank's pipes.
 class Launch {
@@ -122,6 +152,7 @@ class Launch {
   Millis stop_grace_{0};
   std::optional<int> first_failure_;  // the wait status of the first rank that did not exit 0
   bool gave_up_ = false;
+  NoticeFile notice_;
 };
 
 void Launch::spawn_all() {
@@ -132,6 +163,8 @@ void Launch::spawn_all() {
     spec.path = executable_;
     spec.argv = options_.command;
     spec.env = rank_environment(parent_env, {r, options_.nprocs, options_.master_addr, port_, secret_.text()});
+    std::erase_if(spec.env, [](const std::string& e) { return e.rfind("BRAID_LAUNCH_NOTICE=", 0) == 0; });
+    if (!notice_.path().empty()) spec.env.push_back("BRAID_LAUNCH_NOTICE=" + notice_.path());
     spec.capture_output = options_.prefix_output;
     const std::string prefix = fmt::format("[rank {}] ", r);
     // On a throw, the ranks already in ranks_ are killed and reaped by their destructors.
@@ -152,7 +185,12 @@ std::string Launch::running_list() const {
 }
 
 void Launch::stop(int sig, Millis grace) {
-  for (const Rank& r : ranks_) r.process.signal_group(sig);
+  for (const Rank& r : ranks_) {
+    r.process.signal_group(sig);
+    // A stopped rank (SIGSTOP, a debugger's SIGTSTP) cannot act on the signal until it runs again; as
+    // mpirun and Slurm do, continue it, or it would wait for SIGKILL.
+    r.process.signal_group(SIGCONT);
+  }
   phase_ = Phase::kStopping;
   deadline_ = Deadline::after(grace);
   stop_signal_ = sig;
@@ -181,6 +219,7 @@ void Launch::reap_exited() {
     if (!first && phase_ != Phase::kRunning) continue;
     const int others = running_count();
     if (first && phase_ == Phase::kRunning && others > 0) {
+      notice_.write(fmt::format("rank {} {}", r, describe_exit(status)));
       say(fmt::format("rank {} {}; stopping the other {} {}", r, describe_exit(status), others, ranks_word(others)));
     } else {
       say(fmt::format("rank {} {}", r, describe_exit(status)));

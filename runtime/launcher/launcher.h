@@ -3,8 +3,10 @@
 // Each rank is a child process with the torchrun-style variables that braid's env:// rendezvous reads
 // (rank_env.h). The launcher runs one poll() loop on one thread: it prefixes the ranks' output line by
 // line ("[rank R] ", stdout to stdout, stderr to stderr), forwards SIGINT, SIGTERM, SIGHUP, SIGUSR1 and
-// SIGUSR2 to every rank, and when a rank fails it stops the others: SIGTERM, then SIGKILL after
-// kill_timeout. It returns the exit code of the first rank that failed (128 + signal when a signal
+// SIGUSR2 to every rank, and when a rank fails it stops the others: SIGTERM (and SIGCONT, for a stopped
+// rank), then SIGKILL after kill_timeout; before that SIGTERM it writes "rank R killed by SIGKILL" (or
+// "exited with code N") to the file that BRAID_LAUNCH_NOTICE names in every rank's environment, so that
+// the ranks can name the failed rank (braid run does). It returns the exit code of the first rank that failed (128 + signal when a signal
 // killed it), or 0 when every rank exited 0.
 #pragma once
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "runtime/run/confined_path.h"
 
@@ -61,6 +62,7 @@ std::string make_step_dir(const std::string& dir, int64_t step) {
 
 void commit_checkpoint(const std::string& dir, const std::string& step_dir, const nlohmann::json& meta, int keep) {
   write_file_atomically((fs::path(step_dir) / "meta.json").string(), meta.dump(2) + "\n");
+  fault::point("checkpoint");  // BRAID_FAULT: the driver's "checkpoint", between a step's files and `latest`
   write_file_atomically((fs::path(dir) / "latest").string(), fs::path(step_dir).filename().string() + "\n");
   // Keep the newest `keep` complete checkpoints; the names sort by step (zero-padded).
   std::vector<fs::path> complete;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "collectives/queue/flight_recorder.h"
 #include "rpc/api.h"
@@ -50,10 +51,21 @@ Driver::Driver(const JobSpec& job, const JobRuntime& runtime, RunOptions options
       progress_(stdout, !std::getenv("OMPI_COMM_WORLD_SIZE")),
       metrics_(job.log.metrics) {
   if (!options_.dump_grads.empty()) dump_ = std::make_unique<GradDumpWriter>(options_.dump_grads);
+  // Runs on an RPC transport thread: hand the death to the heartbeat thread, which fails the job.
+  RankService::instance().set_peer_failure_listener([this](int peer, const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Once the job is stopping, ranks close their connections as they finish.
+      if (stop_heartbeat_ || dead_peer_) return;
+      dead_peer_.emplace(peer, reason);
+    }
+    cv_.notify_all();
+  });
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
 }
 
 Driver::~Driver() {
+  RankService::instance().set_peer_failure_listener(nullptr);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_heartbeat_ = true;
@@ -89,7 +101,29 @@ void Driver::fail(int rank, const std::string& why) {
   RankService::instance().abort_process(fmt::format("stopping the job: {}", message));
 }
 
+void Driver::hold_if_failing() {
+  if (!failing_.load()) return;
+  // The failing thread ends the process within seconds (fail()); this bound is only a backstop.
+  std::this_thread::sleep_for(ms(job_.failure.timeout_s) + std::chrono::seconds(10));
+  RankService::instance().abort_process("the job is failing, and the thread failing it did not end the process");
+}
+
+int Driver::blame(int rank) const {
+  // The agent records a death before it fails the calls pending towards the peer, so a failure those
+  // calls caused finds it there; RankService hears of it only after them.
+  if (rpc::is_initialized()) {
+    for (const auto& [r, why] : rpc::current_agent().dead_peers()) {
+      if (r != runtime_.rank()) return r;
+    }
+  }
+  for (const auto& [r, why] : RankService::instance().dead_peers()) {
+    if (r != runtime_.rank()) return r;
+  }
+  return rank;
+}
+
 int Driver::find_unreachable_rank() {
+  if (const int dead = blame(-1); dead >= 0) return dead;
   std::vector<std::pair<int, Future<Value>>> pings;
   for (int r : other_ranks(runtime_.world_size(), runtime_.rank())) {
     try {
@@ -114,7 +148,7 @@ void Driver::heartbeat_loop() {
   const auto bound = std::max(ms(job_.failure.timeout_s) - 2 * period, rpc::Millis(1000));
   const std::vector<int> ranks = other_ranks(runtime_.world_size(), runtime_.rank());
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, period, [&] { return stop_heartbeat_; })) {
+  while (!cv_.wait_for(lock, period, [&] { return stop_heartbeat_ || dead_peer_.has_value(); })) {
     lock.unlock();
     std::vector<std::pair<int, Future<Value>>> pings;
     for (int r : ranks) {
@@ -135,6 +169,11 @@ void Driver::heartbeat_loop() {
       }
     }
     lock.lock();
+  }
+  if (dead_peer_ && !stop_heartbeat_) {
+    const auto [rank, reason] = *dead_peer_;
+    lock.unlock();
+    fail(rank, fmt::format("it died: its RPC connection to the driver broke ({})", reason));
   }
 }
 
@@ -293,6 +332,7 @@ void Driver::create_trainers() {
     trainers_[static_cast<size_t>(self)] = rpc::remote(worker_name(runtime_.rank()), kTrainerClass,
                                                        {Value(static_cast<int64_t>(self)), Value(job_text), parts});
   }
+  fault::point("rpc");  // the master's "rpc": its remote() calls to the trainers are in flight
   std::vector<Future<Value>> infos;
   infos = call_trainers("info", [](size_t) { return Args{}; });
   const auto answers = wait_all(infos, job_.roles.trainers, "creating its trainer");
@@ -333,6 +373,7 @@ int64_t Driver::resume_step() {
 
 Driver::StepTotals Driver::run_step(int64_t step, int64_t epoch, int64_t batch) {
   const bool want_grads = !options_.dump_grads.empty();
+  fault::point("forward");  // the master's "forward": it is about to start a step on every trainer
   auto futures = call_trainers("train_step", [&](size_t) { return Args{Value(epoch), Value(batch), Value(want_grads), Value(step)}; });
   const auto results = wait_all(futures, job_.roles.trainers, fmt::format("step {}", step));
   StepTotals totals;
@@ -407,6 +448,9 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
                             {"world_size", runtime_.world_size()},
                             {"roles", roles},
                             {"job", to_json(job_)}};
+  // A rank may have failed while the saves ran (the heartbeat found it hung, and it was continued since):
+  // a job that is failing commits nothing.
+  hold_if_failing();
   commit_checkpoint(job_.checkpoint.dir, dir, meta, job_.checkpoint.keep);
   log()->info("checkpoint after step {}: {}", step, dir);
   last_checkpoint_step_ = step;
@@ -453,7 +497,7 @@ int Driver::run() {
     create_trainers();
     done = resume_step();
   } catch (const std::exception& e) {
-    fail(runtime_.rank(), e.what());
+    fail(blame(runtime_.rank()), e.what());
   }
   const int64_t total = job_.train.steps > 0 ? job_.train.steps : int64_t{job_.train.epochs} * num_batches_;
   total_steps_ = total;
@@ -482,6 +526,7 @@ int Driver::run() {
       if (job_.checkpoint.interval > 0 && done % job_.checkpoint.interval == 0 && done < total) {
         save_checkpoint(done, epoch + 1);
       }
+      hold_if_failing();
       stop_signal = RankService::instance().take_driver_stop();
       if (stop_signal) break;
     }
@@ -501,7 +546,7 @@ int Driver::run() {
     progress_.line(summary);
     stop_everyone(message);
   } catch (const std::exception& e) {
-    fail(runtime_.rank(), e.what());
+    fail(blame(runtime_.rank()), e.what());
   }
   return 0;
 }

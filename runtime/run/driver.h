@@ -8,7 +8,9 @@
 //
 // Failures: a heartbeat thread pings every other rank every failure.heartbeat_s (each ping bounded by
 // failure.timeout_s); a ping or a step that fails makes the driver log "rank R (role) failed: why", send a
-// best-effort "braid.abort" to every other rank and exit 1.
+// best-effort "braid.abort" to every other rank and exit 1. A rank whose RPC connection breaks (a process
+// that died) is failed at once, by the same thread, without waiting for the next ping; and an error that
+// follows a death (a collective or a call that lost its peer) blames the dead rank, not the one that saw it.
 #pragma once
 
 #include <atomic>
@@ -78,8 +80,14 @@ class Driver {
   std::vector<Future<rpc::Value>> call_trainers(const std::string& method,
                                                 const std::function<rpc::Args(size_t)>& args);
   void heartbeat_loop();
-  // The first other rank that does not answer a short ping; -1 when all do.
+  // A rank known dead (its RPC connection broke), else the first other rank that does not answer a short
+  // ping; -1 when all do.
   int find_unreachable_rank();
+  // Once another thread is failing the job, waits for it to end the process: nothing more is done (no
+  // checkpoint is committed) by a job that has failed.
+  void hold_if_failing();
+  // `rank`, unless a rank is known dead: a failure seen here then is most likely the echo of that death.
+  int blame(int rank) const;
 
   // What `braid status` shows (status_server.h).
   nlohmann::json status_snapshot();
@@ -105,6 +113,7 @@ class Driver {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_heartbeat_ = false;  // GUARDED_BY(mu_)
+  std::optional<std::pair<int, std::string>> dead_peer_;  // GUARDED_BY(mu_): the first death RPC reported
   std::atomic<bool> failing_{false};
   std::atomic<int64_t> total_steps_{0};
   struct Heard {

@@ -6,12 +6,14 @@
 #include <mutex>
 
 #include "base/env.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "collectives/queue/flight_recorder.h"
 #include "collectives/registry/group_registry.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
 #include "runtime/network_env.h"
+#include "runtime/run/rank_service.h"
 #include "store/rendezvous.h"
 
 namespace braid::runtime {
@@ -111,7 +113,12 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
     collectives::trace::set_default_dir(
         (std::filesystem::absolute(job.file).parent_path() / ("braid-trace-" + job.name)).string());
   }
+  RankService::publish_process(*store_, rank_);
   collectives::init_process_group(to_string(job.backend), init);
+  RankService::instance().read_processes(*store_, world_size_);  // every rank is in: all are published
+  // BRAID_FAULT: every rank is in the default group (so inside braid run, its signals handled), none yet in
+  // the trainers' group or RPC.
+  fault::point("rendezvous");
   trainers_ = collectives::new_group(job.roles.trainers);
   set_process_trainers_group(trainers_);
   set_process_hybrid_shard_groups(make_hybrid_shard_groups(job, rank_));
@@ -123,6 +130,10 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   o.num_worker_threads = kRpcThreads;
   if (!net.rpc_bind_host.empty()) o.transport_options.bind_host = net.rpc_bind_host;
   o.join_timeout = timeout;
+  // Every rank is done when the job shuts RPC down: one that does not arrive within failure.timeout_s hung.
+  o.shutdown_timeout = std::max(seconds_to_ms(job.failure.timeout_s), std::chrono::milliseconds(1000));
+  // A peer whose connection breaks is acted on at once (rank_service.h): a dead driver ends this rank.
+  o.on_peer_failure = [](int peer, const std::string& reason) { RankService::instance().on_peer_failure(peer, reason); };
   rpc::init_rpc(worker_name(rank_), rank_, world_size_, o);
   rpc_up_ = true;
   logging::get("braid.run")->debug("joined the job: {} ranks, backend {}, rpc {}", world_size_,

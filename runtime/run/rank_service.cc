@@ -1,9 +1,14 @@
 #include "runtime/run/rank_service.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "base/check.h"
 #include "base/logging.h"
@@ -39,6 +44,8 @@ void RankService::configure(const JobSpec& job, int rank) {
   last_contact_ = std::chrono::steady_clock::now();
   stop_message_.reset();
   driver_stop_.reset();
+  dead_.clear();
+  in_group_since_.reset();
 }
 
 void RankService::touch() {
@@ -118,6 +125,135 @@ std::string RankService::checkpoint_file(const std::string& path, std::string_vi
     root = job_->checkpoint.dir;
   }
   return confine_path(path, root, what);
+}
+
+void RankService::on_peer_failure(int peer, const std::string& reason) {
+  std::string why;
+  {
+    // Held while the listener runs, so that clearing it (the Driver's destructor) waits for a call in flight.
+    std::lock_guard<std::mutex> listener_lock(listener_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dead_.emplace(peer, reason);
+      if (job_ == nullptr) return;
+      const int driver = driver_rank(*job_);
+      // After "braid.stop" the driver's connections close as the job ends: that is no death.
+      if (!peer_listener_ && peer == driver && rank_ != driver && !stop_message_) {
+        why = fmt::format("{} died: its RPC connection to this rank broke ({}); exiting", describe_rank(*job_, driver),
+                          reason);
+      }
+    }
+    if (peer_listener_) {
+      peer_listener_(peer, reason);
+      return;
+    }
+  }
+  if (!why.empty()) abort_process(why);
+}
+
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string proc_key(int rank) { return fmt::format("braid/process/{}", rank); }
+
+}  // namespace
+
+void RankService::publish_process(store::Store& store, int rank) {
+  store.set(proc_key(rank), store::to_bytes(fmt::format("{} {}", this_host(), ::getpid())));
+}
+
+void RankService::read_processes(store::Store& store, int world_size) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back(proc_key(r));
+  std::map<int, std::pair<std::string, long>> found;
+  const auto values = store.multi_get(keys, std::chrono::milliseconds(10'000));
+  for (int r = 0; r < world_size; ++r) {
+    std::istringstream entry(store::to_string(values[static_cast<size_t>(r)]));
+    std::string host;
+    long pid = 0;
+    if (entry >> host >> pid) found[r] = {host, pid};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  processes_ = std::move(found);
+  in_group_since_ = std::chrono::steady_clock::now();
+}
+
+std::optional<std::chrono::steady_clock::time_point> RankService::in_default_group_since() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_group_since_;
+}
+
+std::string RankService::local_failed_peer() const {
+  std::map<int, std::pair<std::string, long>> processes;
+  const JobSpec* job = nullptr;
+  int self = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    processes = processes_;
+    job = job_;
+    self = rank_;
+  }
+  if (job == nullptr) return "";
+  // Every peer on this host that is gone, has exited or is stopped: the one that failed first cannot be told
+  // from one that a launcher's SIGTERM already ended, so all are named, the gone (reaped) ones first.
+  const std::string host = this_host();
+  std::vector<std::string> gone, ended;
+  for (const auto& [r, where] : processes) {
+    const auto& [their_host, pid] = where;
+    if (r == self || their_host != host || pid <= 0) continue;
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    if (!std::getline(stat, line)) {
+      gone.push_back(fmt::format("{} died (its process, pid {}, is gone)", describe_rank(*job, r), pid));
+      continue;
+    }
+    // The state follows the command's closing parenthesis.
+    const size_t paren = line.rfind(')');
+    const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+    if (state == 'Z' || state == 'X') ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
+    if (state == 'T' || state == 't') ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
+  }
+  gone.insert(gone.end(), ended.begin(), ended.end());
+  return fmt::format("{}", fmt::join(gone, "; "));
+}
+
+bool RankService::job_ending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";
+}
+
+std::map<int, std::string> RankService::dead_peers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_;
+}
+
+void RankService::set_peer_failure_listener(std::function<void(int, const std::string&)> listener) {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  peer_listener_ = std::move(listener);
+}
+
+std::string name_workers(const JobSpec& job, const std::string& text) {
+  static const std::regex worker_re("worker([0-9]+)");
+  std::string out;
+  auto last = text.cbegin();
+  for (std::sregex_iterator it(text.begin(), text.end(), worker_re), end; it != end; ++it) {
+    const auto& m = *it;
+    out.append(last, m[0].second);
+    int rank = -1;
+    try {
+      rank = std::stoi(m[1].str());
+    } catch (const std::exception&) {
+    }
+    if (rank >= 0 && rank < job.roles.world_size()) out += " (" + describe_rank(job, rank) + ")";
+    last = m[0].second;
+  }
+  out.append(last, text.cend());
+  return out;
 }
 
 void RankService::set_status(std::string state, int64_t step) {

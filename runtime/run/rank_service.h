@@ -10,7 +10,10 @@
 //                         (both only inside checkpoint.dir: checkpoint_file below)
 //
 // Ranks other than the driver wait in serve_until_stop(), which is also their watchdog: when the driver
-// has not been heard from (any call from it counts) for failure.timeout_s, the rank exits 1 naming it. The
+// has not been heard from (any call from it counts) for failure.timeout_s, the rank exits 1 naming it.
+// A driver that dies is acted on at once: RPC reports the broken connection (on_peer_failure), and a rank
+// that has not been told to stop exits 1 naming it ("rank 5 (master) died: ..."), under any launcher. On
+// the driver, the same report goes to the Driver (set_peer_failure_listener), which fails the job. The
 // same loop sweeps distributed-autograd contexts older than failure.context_ttl_s: contexts a trainer that
 // died left on this rank, which nothing else would release.
 #pragma once
@@ -18,12 +21,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "runtime/job/job_spec.h"
+#include "store/store.h"
 
 namespace braid::runtime {
 
@@ -65,6 +72,30 @@ class RankService {
   // the path, so it is followed only inside the job's own directory. InvalidArgument naming `what`.
   std::string checkpoint_file(const std::string& path, std::string_view what) const;
 
+  // RPC lost `peer` (its connection broke, or it cannot be reached): recorded, then handed to the
+  // listener when one is set (the driver), else, when `peer` is the driver and no stop has arrived, this
+  // process ends naming it. Runs on an RPC transport thread: nothing here blocks.
+  void on_peer_failure(int peer, const std::string& reason);
+  // Whether the job is ending normally: this rank got "braid.stop", or (the driver) is stopping. Peers
+  // that close their connections then are leaving, not dying.
+  bool job_ending() const;
+  // The peers RPC lost (rank -> reason), in rank order.
+  std::map<int, std::string> dead_peers() const;
+  // The driver's: called (on a transport thread, must not block) for every peer failure; empty clears it.
+  void set_peer_failure_listener(std::function<void(int peer, const std::string& reason)> listener);
+
+  // Where each rank's process runs ("host pid"): every rank publishes its own in the job's store at
+  // start-up, and reads them all once every rank is in (after the default group), so that it can tell
+  // which peer on its own host is gone or stopped when a launcher ends the job without saying why
+  // (mpirun, srun); a signal handler cannot use the store, which the main thread may be blocked in.
+  static void publish_process(store::Store& store, int rank);
+  void read_processes(store::Store& store, int world_size);
+  // When read_processes() ran: every rank was in the default group then (run_job's join watchdog).
+  std::optional<std::chrono::steady_clock::time_point> in_default_group_since() const;
+  // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
+  // other ranks on this host whose process is gone, has exited or is stopped; "" when none is.
+  std::string local_failed_peer() const;
+
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);
 
@@ -80,7 +111,16 @@ class RankService {
   std::optional<std::string> driver_stop_;   // GUARDED_BY(mu_)
   std::string state_ = "starting";          // GUARDED_BY(mu_)
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
+  std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
+  std::map<int, std::pair<std::string, long>> processes_;  // GUARDED_BY(mu_): rank -> (host, pid)
+  std::optional<std::chrono::steady_clock::time_point> in_group_since_;  // GUARDED_BY(mu_)
+  std::mutex listener_mu_;  // taken before mu_, never after
+  std::function<void(int, const std::string&)> peer_listener_;  // GUARDED_BY(listener_mu_)
 };
+
+// `text` with every RPC worker name "worker<r>" followed by the rank's description, "worker3 (rank 3
+// (trainer))": RPC's errors name workers, a job's messages name ranks and roles.
+std::string name_workers(const JobSpec& job, const std::string& text);
 
 // Registers the functions above in rpc::global_registry() (once per process).
 void register_rank_functions();

@@ -1,6 +1,20 @@
 #include "runtime/run/run_job.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <thread>
+#include <vector>
+
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
@@ -13,8 +27,83 @@
 
 namespace braid::runtime {
 
+namespace {
+
+// Why a launcher is ending the job, when it is because a rank failed; "" when nothing says so (a stop an
+// operator asked for). Every source is named, since none alone tells the first failure: `braid launch`
+// writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its SIGTERM (the first rank to end, which
+// may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
+// on this host show which ranks are gone or stopped (mpirun and srun say nothing).
+std::string failure_behind_signal(const JobSpec& job, int self) {
+  // A job that is ending normally has ranks leaving: a signal then is no sign of a failure.
+  if (RankService::instance().job_ending()) return "";
+  std::vector<std::string> parts;
+  if (const char* path = std::getenv("BRAID_LAUNCH_NOTICE"); path != nullptr && *path != 0) {
+    std::ifstream in(path);
+    std::string line;
+    std::smatch m;
+    static const std::regex notice_re("rank ([0-9]+) (.*)");
+    if (std::getline(in, line) && std::regex_match(line, m, notice_re)) {
+      const int rank = std::stoi(m[1].str());
+      if (rank >= 0 && rank < job.roles.world_size() && rank != self) {
+        parts.push_back(fmt::format("braid launch reports that {} failed: {}", describe_rank(job, rank), m[2].str()));
+      }
+    }
+  }
+  for (const auto& [rank, why] : RankService::instance().dead_peers()) {
+    if (rank != self) parts.push_back(fmt::format("{} died ({})", describe_rank(job, rank), why));
+  }
+  // Before RPC knows anyone (the rendezvous), or for a peer it never talked to: a process on this host.
+  if (std::string local = RankService::instance().local_failed_peer(); !local.empty()) parts.push_back(local);
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// Once every rank is in the default group, the rest of joining (the trainers' group, RPC) takes moments; a
+// rank still joining failure.timeout_s later waits for a peer that hangs (a stopped process), which
+// nothing else would find before the rendezvous timeout (30 s or more). It names what it can see.
+class JoinWatchdog {
+ public:
+  explicit JoinWatchdog(const JobSpec& job) : job_(job), thread_([this] { run(); }) {}
+  ~JoinWatchdog() { done(); }
+  JoinWatchdog(const JoinWatchdog&) = delete;
+  JoinWatchdog& operator=(const JoinWatchdog&) = delete;
+
+  void done() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    const auto limit = std::chrono::milliseconds(static_cast<int64_t>(job_.failure.timeout_s * 1000));
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
+      const auto since = RankService::instance().in_default_group_since();
+      if (!since || std::chrono::steady_clock::now() - *since < limit) continue;
+      lock.unlock();
+      const std::string seen = RankService::instance().local_failed_peer();
+      RankService::instance().abort_process(fmt::format(
+          "joining the job: the trainers' group and RPC are not up {:g} s (failure.timeout_s) after every rank was "
+          "in the default group: {}; exiting", job_.failure.timeout_s, seen.empty() ? "a rank hangs" : seen));
+    }
+  }
+
+  const JobSpec& job_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace
+
 int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options) {
   block_job_signals();
+  fault::arm(env.rank);  // BRAID_FAULT (base/fault_injection.h): off unless set
   // Plugins first, on every rank and before anything starts: a library that cannot load stops this rank
   // with its reason before it joins the job, and the launcher ends the others.
   load_job_plugins(job);
@@ -29,19 +118,34 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   register_instance_functions();
   register_trainer_class([&job]() -> const JobSpec& { return job; }, [] { return process_trainers_group(); });
 
-  JobRuntime runtime(job, env);
   const int driver = driver_rank(job);
-  // A signal anywhere becomes a stop request on the driver, which checkpoints and stops every rank.
+  const bool is_driver = env.rank == driver;
+  std::atomic<bool> joined{false};
+  // A signal anywhere becomes a stop request on the driver, which checkpoints and stops every rank;
+  // unless the signal comes from a launcher ending a job that lost a rank (below), or comes before this
+  // rank has joined (nothing to checkpoint: it leaves at once rather than wait out the rendezvous).
   SignalWatcher signals([&](int signo) {
     const std::string name = signal_name(signo);
+    if (const std::string why = failure_behind_signal(job, env.rank); !why.empty()) {
+      RankService::instance().abort_process(fmt::format("got {}: {}; exiting", name, why));
+    }
+    if (!joined.load()) {
+      RankService::instance().abort_process(fmt::format("got {} while joining the job (a launcher ends a job when "
+                                                        "a rank fails; it names the rank); exiting", name));
+    }
     logging::get("braid.run")->warn("got {}: asking the driver to checkpoint and stop", name);
-    if (runtime.is_driver()) {
+    if (is_driver) {
       RankService::instance().request_driver_stop(name);
       return;
     }
     rpc::rpc_async(worker_name(driver), "braid.signal", {rpc::Value(name)}, rpc::Millis(5000))
         .wait(std::chrono::milliseconds(6000));
   });
+
+  JoinWatchdog join_watchdog(job);
+  JobRuntime runtime(job, env);
+  joined.store(true);
+  join_watchdog.done();
 
   if (runtime.is_driver()) {
     Driver d(job, runtime, options);
@@ -55,7 +159,23 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
     }
   }
   clear_instances();  // their RRefs go before the agent does
-  runtime.shutdown_rpc(/*graceful=*/true);
+  fault::point("shutdown");  // stopped, about to leave the job (BRAID_FAULT)
+  try {
+    runtime.shutdown_rpc(/*graceful=*/true);
+  } catch (const TimeoutError& e) {
+    // A rank hung while the job ended (RPC names workers, the job names ranks). The process ends here,
+    // without unwinding into the groups of a job that lost a rank.
+    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed: {}", name_workers(job, e.what())));
+  } catch (const std::exception& e) {
+    // A rank died while the job ended: RPC names those it knows dead; when the store's host died, the
+    // store's error does not, so the ranks whose connections broke are named too.
+    std::string dead;
+    for (const auto& [r, why] : RankService::instance().dead_peers()) {
+      dead += fmt::format("{}{} is gone ({})", dead.empty() ? "" : "; ", describe_rank(job, r), why);
+    }
+    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed{}: {}",
+                                                       dead.empty() ? "" : ": " + dead, name_workers(job, e.what())));
+  }
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "base/check.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "dist_autograd/context.h"
 #include "nn/serialize.h"
@@ -138,6 +139,7 @@ Value Trainer::info() const {
 }
 
 Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_grads) {
+  fault::point("forward");  // BRAID_FAULT: a trainer's "forward"
   sampler_->set_epoch(epoch);
   const Batch full = train_->gather(sampler_->batch_indices(batch, job_.train.batch_size));
   // Micro-batches: rows [begin, end) of the batch.

@@ -53,3 +53,58 @@ TEST_CASE("a killed peer fails every pending call to it promptly, naming it", "[
   CHECK(later.has_error());
   agent.shutdown(false);
 }
+
+namespace {
+
+// The message of the exception `f` throws ("" when it throws none); fails the test unless it is a CommError.
+template <typename F>
+std::string comm_error_of(F&& f) {
+  try {
+    f();
+  } catch (const CommError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected a CommError, got: " << e.what());
+  }
+  return "";
+}
+
+}  // namespace
+
+// Graceful shutdown is a barrier of every worker; one that died never arrives. The survivor must stop
+// waiting once the death is known and say which peer it was, not wait out its join timeout (300 s by
+// default) and then blame a "timeout". The join timeout here is long enough that a wait for it would end
+// in a TimeoutError (and the test would fail on the exception's type), never in the CommError checked.
+TEST_CASE("graceful shutdown stops waiting for a peer known dead, naming it", "[rpc][agent][killed][shutdown]") {
+  const std::string transport = GENERATE(from_range(rpc::testing::transports_under_test()));
+  if (transport == "loopback") return;  // needs a real process boundary
+  const bool talked = GENERATE(true, false);  // false: the death is found by shutdown's own probe
+  INFO("transport " << transport << ", called the peer before it died: " << talked);
+  store::TcpStoreOptions so;
+  so.is_master = true;
+  so.wait_for_workers = false;
+  so.timeout = Millis(20'000);
+  auto st = std::make_shared<store::TCPStore>("127.0.0.1", 0, so);
+  ChildProcess peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
+  RpcAgentOptions o;
+  o.transport = transport;
+  o.join_timeout = Millis(60'000);
+  Registry registry;
+  RpcAgent agent("worker0", 0, 2, st, o, registry);
+  const WorkerInfo& w1 = agent.worker("worker1");
+  if (talked) {
+    CHECK(agent.call_sync(w1, "peer.echo", {Value("hi")}, Millis(10'000)).as_string() == "hi");
+    auto pending = agent.call_async(w1, "peer.sleep_ms", {Value(int64_t{20'000})}, Millis(30'000));
+    peer.kill_now();
+    pending.wait(Millis(15'000));
+    REQUIRE(pending.has_error());
+    REQUIRE(agent.dead_peers().count(1) == 1);
+  } else {
+    peer.kill_now();
+    CHECK(agent.dead_peers().empty());
+  }
+  const std::string message = comm_error_of([&] { agent.shutdown(true); });
+  INFO(message);
+  CHECK_THAT(message, Catch::Contains("known dead") && Catch::Contains("'worker1'"));
+  CHECK_FALSE(agent.is_running());
+}
