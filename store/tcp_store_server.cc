@@ -179,13 +179,20 @@ class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Sessio
       std::memcpy(&len, self->header_.data() + 4, 4);
       if (magic != wire::kMagic) return self->drop(fmt::format("bad magic 0x{:08x}", magic));
       if (len == 0 || len > wire::kMaxBody) return self->drop(fmt::format("bad body length {}", len));
-      self->body_.resize(len);
+      self->expected_ = len;
+      self->body_.clear();
       self->read_body();
     });
   }
+  // The body grows as its bytes arrive, a chunk at a time: a header that claims a large body costs only
+  // what the client really sends (kMaxBody bounds the rest).
   void read_body() {
-    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](auto ec, size_t) {
+    const size_t have = body_.size();
+    const size_t chunk = std::min<size_t>(expected_ - have, kBodyChunk);
+    body_.resize(have + chunk);
+    asio::async_read(socket_, asio::buffer(body_.data() + have, chunk), [self = shared_from_this()](auto ec, size_t) {
       if (ec) return self->drop("connection lost mid-frame: " + ec.message());
+      if (self->body_.size() < self->expected_) return self->read_body();
       self->dispatch();
     });
   }
@@ -222,6 +229,8 @@ class TcpStoreServer::Impl::Session : public std::enable_shared_from_this<Sessio
   std::array<uint8_t, 1> probe_{};
   bool waiting_ = false;
   uint64_t wait_generation_ = 0;
+  static constexpr size_t kBodyChunk = size_t{1} << 20;
+  size_t expected_ = 0;  // the current frame's body length, from its header
   Bytes body_;
 };
 

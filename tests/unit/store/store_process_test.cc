@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "base/error.h"
@@ -183,6 +184,39 @@ TEST_CASE("TCPStore: a malformed frame closes only that connection", "[store]") 
   REQUIRE(store.get_string("k") == "v");
   store.set("k2", "still serving");
   REQUIRE(store.get_string("k2") == "still serving");
+}
+
+// Resident memory of this process, in bytes (/proc/self/statm's second field is in pages).
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST_CASE("TCPStore: headers that claim 1 GiB bodies cost only the bytes sent", "[store][security]") {
+  TcpStoreOptions o;
+  o.is_master = true;
+  o.world_size = 1;
+  o.timeout = 5s;
+  TCPStore store("127.0.0.1", 0, o);
+  namespace asio = boost::asio;
+  asio::io_context io;
+  std::vector<std::unique_ptr<asio::ip::tcp::socket>> liars;
+  const size_t before = resident_bytes();
+  for (int i = 0; i < 4; ++i) {
+    auto sock = std::make_unique<asio::ip::tcp::socket>(io);
+    sock->connect({asio::ip::make_address("127.0.0.1"), store.port()});
+    REQUIRE(testing::raw_client_handshake(*sock, security::job_secret(), security::Service::kStore));
+    const std::vector<uint32_t> header = {wire::kMagic, 1u << 30, 0x01010101};  // then 4 bytes of body, no more
+    asio::write(*sock, asio::buffer(header));
+    liars.push_back(std::move(sock));
+  }
+  store.set("k", "v");  // a round trip through the server: it has read what the liars sent
+  REQUIRE(store.get_string("k") == "v");
+  const size_t grown = resident_bytes() - std::min(before, resident_bytes());
+  // Before the body was read in chunks, this grew by 4 GiB (four buffers sized from the headers).
+  CHECK(grown < size_t{64} << 20);
 }
 
 TEST_CASE("TCPStore: a client without the job secret is refused before anything is read", "[store][security]") {
