@@ -117,7 +117,7 @@ TEST_CASE("world: new_group names, ranks and the membership errors (as torch's _
   local.use_local_synchronization = true;
   REQUIRE(new_group({0}, local)->name() == "local-0-0");
   NewGroupOptions gloo_like;
-  gloo_like.pg_options = GroupOptions{Millis(1234), 8, {"lo", "lo"}, -1};
+  gloo_like.pg_options = GroupOptions{Millis(1234), 8, {"lo", "lo"}, -1, std::nullopt};
   REQUIRE(new_group({}, gloo_like)->name() == "group-4");
 
   const auto& made = testing::created().back();
