@@ -1,5 +1,7 @@
 #include "tensor/tensor.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <new>
@@ -40,23 +42,23 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
   // for the strides), and each must fit in int64: a decoder hands over shapes straight from its input
   // ([0, 2^40, 2^40] is empty, yet its strides overflow), and an overflowed byte count would allocate
   // too little.
+  // A shape without a 0 whose bytes overflow (such as [4000000000, 4000000000]) asks for more memory than
+  // exists: an OutOfMemoryError; one with a 0 holds nothing, but its strides still must fit.
+  const bool has_zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
   int64_t extent = static_cast<int64_t>(braid::element_size(options.dtype));
   for (int64_t s : shape) {
     BRAID_CHECK_ARG(s >= 0, "empty: negative dimension {} in shape {}", s, shape_str(shape));
-    BRAID_CHECK_ARG(!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent),
-                    "empty: shape {} of {} is too large: its sizes (a 0 counted as 1) times the element size "
-                    "exceed 2^63 - 1", shape_str(shape), dtype_name(options.dtype));
-  }
-  if (options.device.is_cuda()) cuda::check_device(options.device, "empty");
-  // The byte count is multiplied out with overflow checks: a shape such as [4000000000, 4000000000] would
-  // otherwise wrap around to a small (or negative) size and "succeed".
-  int64_t nbytes = static_cast<int64_t>(braid::element_size(options.dtype));
-  for (int64_t s : shape) {
-    if (__builtin_mul_overflow(nbytes, s, &nbytes)) {
+    if (!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent)) continue;
+    if (!has_zero) {
       BRAID_THROW(OutOfMemoryError, "empty: a {} tensor of shape {} has more bytes than an int64 holds",
                   options.dtype, shape_str(shape));
     }
+    BRAID_THROW(InvalidArgument, "empty: shape {} of {} is too large: its sizes (a 0 counted as 1) times the element "
+                "size exceed 2^63 - 1", shape_str(shape), dtype_name(options.dtype));
   }
+  if (options.device.is_cuda()) cuda::check_device(options.device, "empty");
+  // No overflow now: the byte count is at most `extent` (a 0 makes it 0).
+  const int64_t nbytes = has_zero ? 0 : extent;
   auto impl = std::make_shared<TensorImpl>();
   try {
     impl->storage = Storage::allocate(static_cast<size_t>(nbytes), options.device);

@@ -218,6 +218,9 @@ TEST_CASE("garbage on a raw socket to an agent closes that connection and nothin
   boost::asio::ip::tcp::socket raw(io);
   raw.connect({boost::asio::ip::make_address(text.substr(0, colon)),
                static_cast<unsigned short>(std::stoi(text.substr(colon + 1)))});
+  // The agent's challenge comes first (docs/SECURITY.md); 64 bytes of garbage are then a wrong response.
+  std::array<uint8_t, 40> challenge{};
+  boost::asio::read(raw, boost::asio::buffer(challenge));
   const std::vector<uint8_t> garbage(64, 0xAB);
   boost::asio::write(raw, boost::asio::buffer(garbage));
   // The agent's transport closes the connection: a read ends with EOF (or a reset), not with data.

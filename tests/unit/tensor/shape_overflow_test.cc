@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "base/error.h"
+#include "base/oom_error.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
 #include "tests/support/error_of.h"
@@ -26,8 +27,9 @@ TEST_CASE("empty: an empty shape whose other sizes overflow is refused", "[tenso
 }
 
 TEST_CASE("empty: a byte count past 2^63 is refused, not wrapped", "[tensor]") {
-  // 2^61 float64 elements are 2^64 bytes: the size_t product would wrap to 0 and allocate nothing.
-  CHECK_THROWS_AS(empty({int64_t{1} << 61}, DType::Float64), InvalidArgument);
+  // 2^61 float64 elements are 2^64 bytes: the size_t product would wrap to 0 and allocate nothing. No
+  // size is 0, so this is memory the machine cannot have (tests/unit/tensor/out_of_memory_test.cc).
+  CHECK_THROWS_AS(empty({int64_t{1} << 61}, DType::Float64), OutOfMemoryError);
 }
 
 TEST_CASE("empty: large but representable empty shapes are still made", "[tensor]") {
