@@ -224,7 +224,7 @@ std::string RankService::local_failed_peer() const {
 
 bool RankService::job_ending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";
+  return ending_ || stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";
 }
 
 std::map<int, std::string> RankService::dead_peers() const {
@@ -260,6 +260,9 @@ void RankService::set_status(std::string state, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   state_ = std::move(state);
   step_ = step;
+  // Sticky: the driver's final checkpoint reports "checkpointing" after "stopping", and the job is ending
+  // all the same.
+  if (state_ == "stopping" || state_ == "stopped") ending_ = true;
 }
 
 RankStatus RankService::status() const {

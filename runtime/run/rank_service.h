@@ -110,6 +110,7 @@ class RankService {
   std::optional<std::string> stop_message_;  // GUARDED_BY(mu_)
   std::optional<std::string> driver_stop_;   // GUARDED_BY(mu_)
   std::string state_ = "starting";          // GUARDED_BY(mu_)
+  bool ending_ = false;  // GUARDED_BY(mu_): set_status saw "stopping" or "stopped" (job_ending)
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
   std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
   std::map<int, std::pair<std::string, long>> processes_;  // GUARDED_BY(mu_): rank -> (host, pid)
