@@ -6,11 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "base/check.h"
+#include "base/process_state.h"
 #include "base/logging.h"
 #include "collectives/queue/flight_recorder.h"
 #include "dist_autograd/context.h"
@@ -206,17 +206,19 @@ std::string RankService::local_failed_peer() const {
   for (const auto& [r, where] : processes) {
     const auto& [their_host, pid] = where;
     if (r == self || their_host != host || pid <= 0) continue;
-    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-    std::string line;
-    if (!std::getline(stat, line)) {
-      gone.push_back(fmt::format("{} died (its process, pid {}, is gone)", describe_rank(*job, r), pid));
-      continue;
+    switch (process_state(static_cast<int>(pid))) {
+      case ProcessState::kGone:
+        gone.push_back(fmt::format("{} died (its process, pid {}, is gone)", describe_rank(*job, r), pid));
+        break;
+      case ProcessState::kExited:
+        ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
+        break;
+      case ProcessState::kStopped:
+        ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
+        break;
+      default:
+        break;
     }
-    // The state follows the command's closing parenthesis.
-    const size_t paren = line.rfind(')');
-    const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
-    if (state == 'Z' || state == 'X') ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
-    if (state == 'T' || state == 't') ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
   }
   gone.insert(gone.end(), ended.begin(), ended.end());
   return fmt::format("{}", fmt::join(gone, "; "));
