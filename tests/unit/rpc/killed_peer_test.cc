@@ -18,15 +18,24 @@ using namespace braid::rpc;
 
 using braid::testing::ChildProcess;
 
-TEST_CASE("a killed peer fails every pending call to it promptly, naming it", "[rpc][agent][killed]") {
-  const std::string transport = GENERATE(from_range(rpc::testing::transports_under_test()));
-  if (transport == "loopback") return;  // needs a real process boundary
-  INFO("transport " << transport);
+namespace {
+
+// The store this process serves for itself and the peer process it starts.
+std::shared_ptr<store::TCPStore> master_store() {
   store::TcpStoreOptions so;
   so.is_master = true;
   so.wait_for_workers = false;
   so.timeout = Millis(20'000);
-  auto st = std::make_shared<store::TCPStore>("127.0.0.1", 0, so);
+  return std::make_shared<store::TCPStore>("127.0.0.1", 0, so);
+}
+
+}  // namespace
+
+TEST_CASE("a killed peer fails every pending call to it promptly, naming it", "[rpc][agent][killed]") {
+  const std::string transport = GENERATE(from_range(rpc::testing::transports_under_test()));
+  if (transport == "loopback") return;  // needs a real process boundary
+  INFO("transport " << transport);
+  auto st = master_store();
   ChildProcess peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
   RpcAgentOptions o;
   o.transport = transport;
@@ -80,11 +89,7 @@ TEST_CASE("graceful shutdown stops waiting for a peer known dead, naming it", "[
   if (transport == "loopback") return;  // needs a real process boundary
   const bool talked = GENERATE(true, false);  // false: the death is found by shutdown's own probe
   INFO("transport " << transport << ", called the peer before it died: " << talked);
-  store::TcpStoreOptions so;
-  so.is_master = true;
-  so.wait_for_workers = false;
-  so.timeout = Millis(20'000);
-  auto st = std::make_shared<store::TCPStore>("127.0.0.1", 0, so);
+  auto st = master_store();
   ChildProcess peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
   RpcAgentOptions o;
   o.transport = transport;
