@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "collectives/queue/flight_recorder.h"
 #include "runtime/run/driver_detail.h"
+#include "runtime/run/pause_watch.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/roles.h"
 
@@ -16,7 +17,14 @@ using rpc::Value;
 using namespace driver_detail;
 
 void Driver::fail(int rank, const std::string& why) {
-  const std::string message = fmt::format("{} failed: {}", describe_rank(job_, rank), why);
+  std::string message = fmt::format("{} failed: {}", describe_rank(job_, rank), why);
+  // A driver that was itself stopped (or starved) past failure.timeout_s wakes to find that the others gave
+  // up on it: the failure is this rank's, and what it then sees is its consequence.
+  if (const std::string paused = PauseWatch::describe_recent(2 * ms(job_.failure.timeout_s) + std::chrono::seconds(5));
+      !paused.empty()) {
+    message = fmt::format("{} failed: {}, and the other ranks gave up on it; then {}",
+                          describe_rank(job_, runtime_.rank()), paused, message);
+  }
   if (failing_.exchange(true)) {
     // Another thread is already failing the job; it exits the process.
     std::this_thread::sleep_for(ms(job_.failure.timeout_s));

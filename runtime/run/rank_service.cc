@@ -18,6 +18,7 @@
 #include "nn/serialize.h"
 #include "rpc/api.h"
 #include "runtime/run/confined_path.h"
+#include "runtime/run/pause_watch.h"
 #include "runtime/run/roles.h"
 
 namespace braid::runtime {
@@ -79,8 +80,13 @@ std::string RankService::serve_until_stop() {
     const auto silent = std::chrono::steady_clock::now() - last_contact_;
     if (silent > limit) {
       const int driver = driver_rank(job);
-      const std::string why = fmt::format("the driver, {}, has not been heard from for {:g} s; exiting",
-                                          describe_rank(job, driver), job.failure.timeout_s);
+      std::string why = fmt::format("the driver, {}, has not been heard from for {:g} s", describe_rank(job, driver),
+                                    job.failure.timeout_s);
+      // A rank that was itself stopped wakes to a silent driver: say so, the failure may be this rank's.
+      if (const std::string paused = PauseWatch::describe_recent(2 * timeout + seconds(5)); !paused.empty()) {
+        why = fmt::format("{} ({}); {}", describe_rank(job, rank_), paused, why);
+      }
+      why += "; exiting";
       lock.unlock();
       abort_process(why);
     }
@@ -188,7 +194,7 @@ std::optional<std::chrono::steady_clock::time_point> RankService::in_default_gro
   return in_group_since_;
 }
 
-std::string RankService::local_failed_peer() const {
+std::string RankService::local_failed_peer(bool dead_only) const {
   std::map<int, std::pair<std::string, long>> processes;
   const JobSpec* job = nullptr;
   int self = -1;
@@ -214,6 +220,7 @@ std::string RankService::local_failed_peer() const {
         ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
         break;
       case ProcessState::kStopped:
+        if (dead_only) break;
         ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
         break;
       default:

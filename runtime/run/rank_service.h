@@ -93,8 +93,9 @@ class RankService {
   // When read_processes() ran: every rank was in the default group then (run_job's join watchdog).
   std::optional<std::chrono::steady_clock::time_point> in_default_group_since() const;
   // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
-  // other ranks on this host whose process is gone, has exited or is stopped; "" when none is.
-  std::string local_failed_peer() const;
+  // other ranks on this host whose process is gone, has exited or is stopped; "" when none is. With
+  // `dead_only`, only the gone and exited ones (a stopped peer may still be continued).
+  std::string local_failed_peer(bool dead_only = false) const;
 
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);

@@ -21,6 +21,7 @@
 #include "runtime/plugin/plugin_loader.h"
 #include "runtime/run/instance_registry.h"
 #include "runtime/run/job_runtime.h"
+#include "runtime/run/pause_watch.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/signals.h"
 #include "runtime/run/trainer.h"
@@ -55,12 +56,22 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
   }
   // Before RPC knows anyone (the rendezvous), or for a peer it never talked to: a process on this host.
   if (std::string local = RankService::instance().local_failed_peer(); !local.empty()) parts.push_back(local);
+  // Continued after a stop (mpirun sends SIGCONT with its SIGTERM), a rank finds peers that gave up on it:
+  // the hang was its own. Only beside a failure: a starved rank that gets an operator's SIGTERM still stops
+  // cleanly.
+  const auto window = std::chrono::milliseconds(static_cast<int64_t>(job.failure.timeout_s * 2000)) + std::chrono::seconds(5);
+  if (std::string paused = PauseWatch::describe_recent(window); !paused.empty() && !parts.empty()) {
+    parts.insert(parts.begin(), fmt::format("{} hung: {}", describe_rank(job, self), paused));
+  }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 // Once every rank is in the default group, the rest of joining (the trainers' group, RPC) takes moments; a
 // rank still joining failure.timeout_s later waits for a peer that hangs (a stopped process), which
 // nothing else would find before the rendezvous timeout (30 s or more). It names what it can see.
+// A peer on this host whose process is gone or has exited cannot join any more: that is acted on at the
+// next tick, before a launcher (mpirun, srun) ends the job over the dead rank and, as mpirun does, drops
+// what the ranks it ends write as they go.
 class JoinWatchdog {
  public:
   explicit JoinWatchdog(const JobSpec& job) : job_(job), thread_([this] { run(); }) {}
@@ -83,7 +94,12 @@ class JoinWatchdog {
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
       const auto since = RankService::instance().in_default_group_since();
-      if (!since || std::chrono::steady_clock::now() - *since < limit) continue;
+      if (!since) continue;
+      if (std::string dead = RankService::instance().local_failed_peer(/*dead_only=*/true); !dead.empty()) {
+        lock.unlock();
+        RankService::instance().abort_process(fmt::format("joining the job: {}; exiting", dead));
+      }
+      if (std::chrono::steady_clock::now() - *since < limit) continue;
       lock.unlock();
       const std::string seen = RankService::instance().local_failed_peer();
       RankService::instance().abort_process(fmt::format(
@@ -142,6 +158,8 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
         .wait(std::chrono::milliseconds(6000));
   });
 
+  // A rank continued after a stop must know it was the one that hung (pause_watch.h).
+  PauseWatch pause_watch;
   JoinWatchdog join_watchdog(job);
   JobRuntime runtime(job, env);
   joined.store(true);

@@ -1,19 +1,24 @@
-// The rank service's pieces that need no job: the signal watcher and the sweep of distributed-autograd
-// contexts that a dead trainer left behind.
+// The rank service's pieces that need no job: the signal watcher, the pause watch and the sweep of
+// distributed-autograd contexts that a dead trainer left behind.
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <thread>
 
 #include "dist_autograd/context.h"
 #include "dist_autograd/context_state.h"
 #include "rpc/api.h"
 #include "runtime/run/instance_registry.h"
+#include "runtime/run/pause_watch.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/signals.h"
 #include "tensor/compare.h"
@@ -55,6 +60,58 @@ TEST_CASE("run: a SignalWatcher takes SIGUSR1 and SIGTERM sent to the process", 
     }
   }  // joins within one wait
   CHECK(count == 2);
+}
+
+TEST_CASE("run: a PauseWatch notices that its process was stopped and continued", "[runtime][run]") {
+  int to_parent[2];
+  REQUIRE(::pipe(to_parent) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child: a watch, "ready", then (after the parent's SIGSTOP ... SIGCONT) what the watch saw.
+    ::close(to_parent[0]);
+    std::string seen;
+    {
+      PauseWatch watch;
+      (void)!::write(to_parent[1], "r", 1);
+      // The parent stops this process 0.2 s from now for 1.5 s; the sleep spans both.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      seen = PauseWatch::describe_recent(std::chrono::seconds(30));
+    }
+    (void)!::write(to_parent[1], seen.data(), seen.size());
+    ::_exit(0);
+  }
+  ::close(to_parent[1]);
+  char ready = 0;
+  REQUIRE(::read(to_parent[0], &ready, 1) == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(child, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(child, SIGCONT);
+  std::string seen;
+  char buf[256];
+  for (ssize_t n; (n = ::read(to_parent[0], buf, sizeof(buf))) > 0;) seen.append(buf, static_cast<size_t>(n));
+  ::close(to_parent[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  INFO(seen);
+  REQUIRE(seen.rfind("this process did not run for ", 0) == 0);
+  // At least the 1.5 s it was stopped, less the tick it asked for.
+  CHECK(std::strtod(seen.c_str() + std::strlen("this process did not run for "), nullptr) >= 1.3);
+  CHECK(seen.find("(stopped, or starved of CPU)") != std::string::npos);
+}
+
+TEST_CASE("run: a pause counts only within the window asked for", "[runtime][run]") {
+  const auto now = PauseWatch::Clock::now();
+  PauseWatch::record({std::chrono::seconds(6), now - std::chrono::seconds(10)});
+  CHECK(!PauseWatch::recent(std::chrono::seconds(5)));
+  CHECK(PauseWatch::describe_recent(std::chrono::seconds(5)).empty());
+  const auto p = PauseWatch::recent(std::chrono::seconds(20));
+  REQUIRE(p);
+  CHECK(p->length == std::chrono::seconds(6));
+  CHECK(PauseWatch::describe_recent(std::chrono::seconds(20)).rfind("this process did not run for 6.0 s", 0) == 0);
+  PauseWatch::record({std::chrono::seconds(1), now - std::chrono::hours(1)});  // leave nothing recent behind
 }
 
 TEST_CASE("run: contexts older than the TTL are swept, younger ones kept", "[runtime][run]") {
