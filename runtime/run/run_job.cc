@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -95,9 +96,11 @@ class JoinWatchdog {
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
       const auto since = RankService::instance().in_default_group_since();
       if (!since) continue;
-      if (std::string dead = RankService::instance().local_failed_peer(/*dead_only=*/true); !dead.empty()) {
+      if (!RankService::instance().local_failed_peer(/*dead_only=*/true).empty()) {
+        // Every failed peer, the stopped ones too: a peer that exited may have given up on a stopped one.
         lock.unlock();
-        RankService::instance().abort_process(fmt::format("joining the job: {}; exiting", dead));
+        RankService::instance().abort_process(
+            fmt::format("joining the job: {}; exiting", RankService::instance().local_failed_peer()));
       }
       if (std::chrono::steady_clock::now() - *since < limit) continue;
       lock.unlock();
@@ -161,7 +164,18 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   // A rank continued after a stop must know it was the one that hung (pause_watch.h).
   PauseWatch pause_watch;
   JoinWatchdog join_watchdog(job);
-  JobRuntime runtime(job, env);
+  // A peer that fails while this rank joins often shows first as a broken store connection (rank 0's
+  // watchdog ended its process, and the store with it): name the peers this host sees failed beside it.
+  std::optional<JobRuntime> joining;
+  try {
+    joining.emplace(job, env);
+  } catch (const std::exception& e) {
+    if (const std::string seen = RankService::instance().local_failed_peer(); !seen.empty()) {
+      RankService::instance().abort_process(fmt::format("joining the job failed: {}; {}; exiting", e.what(), seen));
+    }
+    throw;
+  }
+  JobRuntime& runtime = *joining;
   joined.store(true);
   join_watchdog.done();
 
