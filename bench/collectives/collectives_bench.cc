@@ -21,6 +21,7 @@
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "collectives/queue/engine_process_group.h"
 #include "collectives/registry/engine_factory.h"
+#include "runtime/network_env.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
 #include "store/rendezvous.h"
@@ -116,6 +117,8 @@ void connect(Job& job, const CollectivesBenchOptions& o) {
   options.store = std::make_shared<store::PrefixStore>("bench/pg/", job.store);
   options.timeout = timeout;
   options.threads = o.threads;
+  // Across hosts gloo must leave loopback: GLOO_SOCKET_IFNAME / BRAID_SOCKET_IFNAME, as for a job.
+  options.devices = runtime::network_from_env().gloo_devices;
   if (o.backend == "nccl") {
     const int devices = cuda::device_count();
     BRAID_CHECK_ARG(devices > 0, "bench collectives: --backend nccl needs a CUDA device: {}", cuda::unavailable_reason());
@@ -142,7 +145,8 @@ void connect(Job& job, const CollectivesBenchOptions& o) {
   if (o.backend == "mpi") {
     job.raw = make_raw_mpi(o.raw_nonblocking);
   } else if (o.backend == "gloo") {
-    job.raw = make_raw_gloo(job.store, job.rank, job.size, timeout);
+    job.raw = make_raw_gloo(job.store, job.rank, job.size, timeout,
+                            options.devices.empty() ? std::string("lo") : options.devices.front());
   } else {
     job.raw = make_raw_nccl(job.store, job.rank, job.size, job.device.index, timeout);
   }
