@@ -101,7 +101,10 @@ TEST_CASE_METHOD(MpFixture, "two levels: every rank holds the same bits, run aft
   const int64_t n = 100003;
   Tensor x = empty({n}, TensorOptions(DType::Float32));
   auto* p = x.data<float>();
-  for (int64_t i = 0; i < n; ++i) p[i] = std::ldexp(1.0f + 0.1f * static_cast<float>((i * 7 + rank() * 13) % 11), (i + rank()) % 23 - 11);
+  for (int64_t i = 0; i < n; ++i) {
+    const float mantissa = 1.0f + 0.1f * static_cast<float>((i * 7 + rank() * 13) % 11);
+    p[i] = std::ldexp(mantissa, static_cast<int>((i + rank()) % 23) - 11);
+  }
   TensorList first{x.clone()};
   TensorList second{x.clone()};
   finish(pg->allreduce(first));
