@@ -40,7 +40,10 @@ HierEngine::HierEngine(GroupShape shape, int lanes, Parts parts)
     BRAID_CHECK_ARG(e == nullptr || e->lanes() == lanes_, "group '{}': the two-level engine's {} engine serves {} "
                     "lanes, the group {}", shape_.name, e->name(), e->lanes(), lanes_);
   }
-  if (local_network_) local_ = std::make_unique<EngineRouter>(*local_network_, local_shm_.get(), parts.local_policy);
+  if (local_network_) {
+    local_ = std::make_unique<EngineRouter>(*local_network_, local_shm_.get(), parts.local_policy);
+    local_scatter_ = std::make_unique<EngineRouter>(*local_network_, local_shm_.get(), parts.local_scatter_policy);
+  }
   const int hosts = layout_.host_count();
   for (int r = 0; r < shape_.size; ++r) {
     const auto u = static_cast<size_t>(r);
@@ -93,7 +96,7 @@ bool HierEngine::allreduce(Tensor& buffer, EngineOp op, const OpContext& ctx) {
   // The allgather below overwrites the whole head, so the engine may use it as its scratch.
   OpContext scatter = step(ctx, 0, "local reduce_scatter");
   scatter.input_is_scratch = true;
-  local_->reduce_scatter(head, slice, op, scatter);
+  local_scatter_->reduce_scatter(head, slice, op, scatter);
   (void)cross_->allreduce(slice, op, step(ctx, 1, "cross-host allreduce of the slice"));
   local_->allgather(slice, head, step(ctx, 2, "local allgather"));
   if (per_rank * local_size_ < n) {
@@ -124,7 +127,7 @@ bool HierEngine::reduce_scatter(const Tensor& input, Tensor& output, EngineOp op
   Tensor mine = scratch(ctx.lane, 1, int64_t{hosts} * block, input.dtype());
   OpContext local = step(ctx, 0, "local reduce_scatter");
   local.input_is_scratch = !local_rank_major_ || ctx.input_is_scratch;
-  local_->reduce_scatter(ordered, mine, op, local);
+  local_scatter_->reduce_scatter(ordered, mine, op, local);
   OpContext cross = step(ctx, 1, "cross-host reduce_scatter");
   cross.input_is_scratch = true;
   (void)cross_->reduce_scatter(mine, output, op, cross);

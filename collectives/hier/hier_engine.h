@@ -3,7 +3,8 @@
 // builds (registry/engine_factory.h) and hands over; it includes none of them:
 //   * the local level, over this host's ranks: the shared-memory engine first and the network engine of
 //     the same kind over the same ranks where that one declines or is not chosen, routed by an
-//     EngineRouter with the group's policy (queue/engine_router.h; each step is in the debug log);
+//     EngineRouter with the group's policy (queue/engine_router.h; each step is in the debug log), and
+//     for reduce_scatter steps with Parts::local_scatter_policy;
 //   * the cross level, over the ranks with this rank's local rank, one per host (ascending by host): the
 //     network engine of the group's kind.
 // A host with one rank has no local engines, and a local rank that only one host has no cross engine.
@@ -61,6 +62,10 @@ class HierEngine final : public Engine {
     std::unique_ptr<Engine> local_network;
     std::unique_ptr<Engine> local_shm;
     EnginePolicy local_policy;
+    // The same for the local reduce_scatter steps, which may allow the shared memory larger ops: on mpi,
+    // Open MPI's reduce_scatter of 8 MiB and more is an allreduce of the whole input (mpi/README.md), and
+    // the staging's took a quarter of its time at 16 MiB on 2 ranks.
+    EnginePolicy local_scatter_policy;
     // The network engine over ranks_with_local_rank(this rank's local rank) (null when that is only this rank).
     std::unique_ptr<Engine> cross;
   };
@@ -113,7 +118,8 @@ class HierEngine final : public Engine {
   std::unique_ptr<Engine> local_network_;
   std::unique_ptr<Engine> local_shm_;
   std::unique_ptr<Engine> cross_;
-  std::unique_ptr<EngineRouter> local_;  // null when this host has one rank
+  std::unique_ptr<EngineRouter> local_;          // null when this host has one rank
+  std::unique_ptr<EngineRouter> local_scatter_;  // the local reduce_scatter steps (Parts::local_scatter_policy)
   std::vector<std::vector<Tensor>> scratch_;  // [lane][slot]
   std::atomic<uint64_t> counts_[kCounters] = {};
 };

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/config.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "collectives/core/host_layout.h"
 #include "collectives/hier/hier_engine.h"
@@ -96,12 +97,20 @@ std::unique_ptr<Engine> make_hier_engine(const std::string& backend, const Backe
   parts.local_policy = policy;
   parts.local_policy.hier_enabled = false;
   parts.local_policy.pool_bytes = 0;  // a step's buffers are never from empty_shared
+  // Unless the staging's maximum was set, reduce_scatter steps stage every size (hier_engine.h).
+  parts.local_scatter_policy = parts.local_policy;
+  if (!options.shared_staging_max_bytes && !env::get("BRAID_SHM_STAGING_MAX_BYTES")) {
+    parts.local_scatter_policy.local_max_bytes = EnginePolicy::default_local_max_bytes("gloo");
+  }
   const auto& local_members = layout.hosts[static_cast<size_t>(host)];
   if (local_members.size() > 1) {
     const BackendOptions o = sub_options(options, local_members, fmt::format("host{}", host));
     parts.local_network = make_network_engine(backend, o);
     if (policy.local_enabled) {
-      parts.local_shm = make_shm_engine(GroupShape{o.rank, o.size, o.group_name}, o, parts.local_policy, lanes);
+      EnginePolicy shm_policy = parts.local_policy;
+      shm_policy.local_max_bytes = std::max(parts.local_policy.local_max_bytes,
+                                            parts.local_scatter_policy.local_max_bytes);
+      parts.local_shm = make_shm_engine(GroupShape{o.rank, o.size, o.group_name}, o, shm_policy, lanes);
     }
   }
   const auto cross_members = layout.ranks_with_local_rank(local_rank);
