@@ -52,6 +52,11 @@ void add_collectives_command(CLI::App& bench, bench::CollectivesBenchOptions& o)
   c->add_flag("--poll-wait", o.poll_wait,
               "Diagnostic: wait for braid's ops by polling Work::is_completed() instead of blocking in wait()");
   c->add_option("--threads", o.threads, "gloo: lanes of the braid group")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--hierarchy", o.hierarchy,
+                "Two-level collectives of the braid group (ranks on several hosts): auto (the policy's choice), on, off, "
+                "or both (each op on a group with and one without, next to the same raw reference)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off", "both"}));
   c->add_option("--init-method", o.init_method,
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
   c->add_option("-T,--timeout", o.timeout_s, "Seconds per op and for connecting")->capture_default_str()->check(seconds_flag());

@@ -68,7 +68,7 @@ USERS = {
 SUBLAYERS = {
     # core: ProcessGroup, Work, options, checks, the Engine interface; queue: EngineProcessGroup and its op
     # queue, health monitor, policy and op bodies; the engines; registry: the one place that knows them all.
-    "collectives": [["core"], ["queue"], ["shm", "mpi", "gloo", "nccl"], ["registry"]],
+    "collectives": [["core"], ["queue"], ["shm", "mpi", "gloo", "nccl", "hier"], ["registry"]],
 }
 
 SOURCE_SUFFIXES = {".h", ".cc", ".cu", ".cuh"}

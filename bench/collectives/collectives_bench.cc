@@ -19,7 +19,9 @@
 #include "bench/collectives/collectives_bench_raw.h"
 #include "bench/collectives/collectives_bench_report.h"
 #include "collectives/mpi/mpi_bootstrap.h"
+#include "collectives/queue/engine_process_group.h"
 #include "collectives/registry/engine_factory.h"
+#include "runtime/network_env.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
 #include "store/rendezvous.h"
@@ -72,9 +74,22 @@ struct Job {
   std::string launcher = "none";
   std::shared_ptr<store::Store> store;
   Device device = Device::cpu();
-  std::shared_ptr<collectives::ProcessGroup> group;
+  std::shared_ptr<collectives::ProcessGroup> group;  // the one being measured
+  // Per --hierarchy value ("auto", "on", "off"): the braid groups, in the order they are measured.
+  std::vector<std::pair<std::string, std::shared_ptr<collectives::ProcessGroup>>> groups;
   std::unique_ptr<RawCollective> raw;
 };
+
+// How many ops `group` ran through its two-level engine so far (0 for groups without one).
+uint64_t hier_ops(const collectives::ProcessGroup& group) {
+  const auto* g = dynamic_cast<const collectives::EngineProcessGroup*>(&group);
+  if (g == nullptr) return 0;
+  uint64_t n = 0;
+  for (const char* path : {"allreduce_slices", "allreduce_leaders", "reduce_scatter", "allgather", "broadcast"}) {
+    n += g->engine_count("hier", path);
+  }
+  return n;
+}
 
 void connect(Job& job, const CollectivesBenchOptions& o) {
   const std::chrono::milliseconds timeout = std::chrono::seconds(o.timeout_s);
@@ -102,6 +117,8 @@ void connect(Job& job, const CollectivesBenchOptions& o) {
   options.store = std::make_shared<store::PrefixStore>("bench/pg/", job.store);
   options.timeout = timeout;
   options.threads = o.threads;
+  // Across hosts gloo must leave loopback: GLOO_SOCKET_IFNAME / BRAID_SOCKET_IFNAME, as for a job.
+  options.devices = runtime::network_from_env().gloo_devices;
   if (o.backend == "nccl") {
     const int devices = cuda::device_count();
     BRAID_CHECK_ARG(devices > 0, "bench collectives: --backend nccl needs a CUDA device: {}", cuda::unavailable_reason());
@@ -109,14 +126,27 @@ void connect(Job& job, const CollectivesBenchOptions& o) {
     options.cuda_device = local % devices;
     job.device = Device::cuda(options.cuda_device);
   }
-  const auto t0 = BenchClock::now();
-  job.group = collectives::create_process_group(o.backend, options);
-  logger()->debug("{} group of {} ranks ready in {:.1f} ms", o.backend, job.size, 1e3 * seconds_since(t0));
+  std::vector<std::string> variants{o.hierarchy};
+  if (o.hierarchy == "both") variants = {"on", "off"};
+  for (const auto& v : variants) {
+    const auto t0 = BenchClock::now();
+    auto vo = options;
+    if (v != "auto") vo.hierarchy = v == "on";
+    if (v == "off" && variants.size() > 1) vo.group_name = "bench-flat";
+    if (vo.group_name != options.group_name) {
+      vo.store = std::make_shared<store::PrefixStore>("bench/pg-" + vo.group_name + "/", job.store);
+    }
+    job.groups.emplace_back(v, collectives::create_process_group(o.backend, vo));
+    logger()->debug("{} group of {} ranks (two levels: {}) ready in {:.1f} ms", o.backend, job.size, v,
+                    1e3 * seconds_since(t0));
+  }
+  job.group = job.groups.front().second;
   if (!o.raw) return;
   if (o.backend == "mpi") {
     job.raw = make_raw_mpi(o.raw_nonblocking);
   } else if (o.backend == "gloo") {
-    job.raw = make_raw_gloo(job.store, job.rank, job.size, timeout);
+    job.raw = make_raw_gloo(job.store, job.rank, job.size, timeout,
+                            options.devices.empty() ? std::string("lo") : options.devices.front());
   } else {
     job.raw = make_raw_nccl(job.store, job.rank, job.size, job.device.index, timeout);
   }
@@ -383,6 +413,8 @@ std::vector<CollectivesBenchTable> run_collectives_bench(const CollectivesBenchO
                   "--warmup not negative (rounds {}, min-iters {}, threads {}, timeout {}, iters {}, warmup {})",
                   o.rounds, o.min_iters, o.threads, o.timeout_s, o.iters, o.warmup);
   BRAID_CHECK_ARG(!o.raw_nonblocking || o.backend == "mpi", "bench collectives: --raw-nonblocking is for --backend mpi");
+  BRAID_CHECK_ARG(o.hierarchy == "auto" || o.hierarchy == "on" || o.hierarchy == "off" || o.hierarchy == "both",
+                  "bench collectives: --hierarchy must be auto, on, off or both, got '{}'", o.hierarchy);
   std::vector<BenchOp> ops;
   for (const auto& name : o.ops) {
     if (name == "all") {
@@ -411,20 +443,29 @@ std::vector<CollectivesBenchTable> run_collectives_bench(const CollectivesBenchO
   }
 
   std::vector<CollectivesBenchTable> tables;
+  size_t tables_run = 0;  // the store keys of every table's exchanges must differ
   for (BenchOp op : ops) {
-    CollectivesBenchTable table;
-    table.op = op;
-    if (job.raw && job.raw->supports(op, *dtype)) table.raw_name = job.raw->call_name(op);
-    say(op_header(o, job.size, op, table.raw_name));
-    SizeRun run{o, job, op, *dtype};
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      table.rows.push_back(run.measure(sizes[i], i));
-      say(op_row(op, *dtype, table.rows.back()));
+    for (const auto& [hierarchy, group] : job.groups) {
+      job.group = group;
+      CollectivesBenchTable table;
+      table.op = op;
+      table.hierarchy = hierarchy;
+      if (job.raw && job.raw->supports(op, *dtype)) table.raw_name = job.raw->call_name(op);
+      say(op_header(o, job.size, op, table.raw_name, hierarchy));
+      SizeRun run{o, job, op, *dtype};
+      const uint64_t hier_before = hier_ops(*group);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        table.rows.push_back(run.measure(sizes[i], tables_run * sizes.size() + i));
+        say(op_row(op, *dtype, table.rows.back()));
+      }
+      table.hier_ops = hier_ops(*group) - hier_before;
+      say(op_summary(o, job.size, table));
+      tables.push_back(std::move(table));
+      ++tables_run;
     }
-    say(op_summary(o, job.size, table));
-    tables.push_back(std::move(table));
   }
-  job.group->barrier()->wait();  // nobody tears down its side of a connection another rank still uses
+  // Nobody tears down its side of a connection another rank still uses.
+  for (const auto& [hierarchy, group] : job.groups) group->barrier()->wait();
   return tables;
 }
 

@@ -55,6 +55,10 @@ struct CollectivesBenchOptions {
   // blocking in Work::wait(); the difference is what waking the caller costs.
   bool poll_wait = false;
   int threads = 2;                // gloo lanes (torch's `threads`)
+  // Two-level collectives (collectives/hier/) of the braid group: "auto" (the default policy: on when the
+  // ranks span hosts with several on some host, unless BRAID_HIERARCHY=0), "on", "off", or "both": every op
+  // on two groups, one with and one without, each next to the same raw reference.
+  std::string hierarchy = "auto";
   std::string init_method;        // "" = mpirun bootstrap when under mpirun, else env://
   int timeout_s = 300;            // per op and for the rendezvous
 };
@@ -80,6 +84,8 @@ struct CollectivesBenchRow {
 struct CollectivesBenchTable {
   BenchOp op = BenchOp::Allreduce;
   std::string raw_name;  // "MPI_Allreduce", "gloo::allreduce", ... ("" without a raw reference)
+  std::string hierarchy = "auto";  // the braid group's: "auto", "on" or "off"
+  uint64_t hier_ops = 0;           // ops this rank ran through the two-level engine in this table
   std::vector<CollectivesBenchRow> rows;
 };
 

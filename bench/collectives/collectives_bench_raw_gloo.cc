@@ -66,9 +66,10 @@ template <class T>
 
 class RawGloo final : public RawCollective {
  public:
-  RawGloo(const std::shared_ptr<store::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
+  RawGloo(const std::shared_ptr<store::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+          const std::string& interface)
       : timeout_(timeout) {
-    auto device = collectives::gloo::tcp_devices({"lo"}).front();
+    auto device = collectives::gloo::tcp_devices({interface}).front();
     auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
     context->setTimeout(timeout);
     collectives::gloo::GlooStore gloo_store(store, "bench/raw-gloo/", timeout);
@@ -169,13 +170,14 @@ class RawGloo final : public RawCollective {
 }  // namespace
 
 std::unique_ptr<RawCollective> make_raw_gloo(const std::shared_ptr<store::Store>& store, int rank, int size,
-                                             std::chrono::milliseconds timeout) {
-  return std::make_unique<RawGloo>(store, rank, size, timeout);
+                                             std::chrono::milliseconds timeout, const std::string& device) {
+  return std::make_unique<RawGloo>(store, rank, size, timeout, device);
 }
 
 #else
 
-std::unique_ptr<RawCollective> make_raw_gloo(const std::shared_ptr<store::Store>&, int, int, std::chrono::milliseconds) {
+std::unique_ptr<RawCollective> make_raw_gloo(const std::shared_ptr<store::Store>&, int, int, std::chrono::milliseconds,
+                                             const std::string&) {
   BRAID_THROW(InvalidArgument, "bench collectives: this braid was built without Gloo (CMake option BRAID_WITH_GLOO)");
 }
 

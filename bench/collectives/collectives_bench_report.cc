@@ -40,13 +40,14 @@ std::string op_row(BenchOp op, DType dtype, const CollectivesBenchRow& r) {
                      raw, r.iters, r.cpu_us, raw_cpu);
 }
 
-std::string op_header(const CollectivesBenchOptions& o, int ranks, BenchOp op, const std::string& raw_name) {
-  std::string out = fmt::format("#\n# op {}: braid {} on a {} group of {} ranks", bench_op_name(op),
+std::string op_header(const CollectivesBenchOptions& o, int ranks, BenchOp op, const std::string& raw_name,
+                      const std::string& hierarchy) {
+  std::string out = fmt::format("#\n# op {}: braid {} on a {} group of {} ranks (two levels: {})", bench_op_name(op),
                                 op == BenchOp::Allgather       ? "allgather_into_tensor"
                                 : op == BenchOp::ReduceScatter ? "reduce_scatter_tensor"
                                 : op == BenchOp::Alltoall      ? "alltoall_single"
                                                                : bench_op_name(op),
-                                o.backend, ranks);
+                                o.backend, ranks, hierarchy);
   out += raw_name.empty() ? "; no raw reference for this dtype\n" : fmt::format(" vs raw {}\n", raw_name);
   out += "#\n";
   out += fmt::format("# {:>10} {:>11} {:>9} {:>5} {:>4} {:>10} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>9} {:>8} {:>9} "
@@ -85,9 +86,14 @@ std::string op_summary(const CollectivesBenchOptions& o, int ranks, const Collec
   out += fmt::format("# Avg bus bandwidth    : {:.3f} GB/s", busbw / n);
   if (raw_rows > 0) out += fmt::format(" (raw {:.3f} GB/s)", raw_busbw / raw_rows);
   out += "\n";
-  std::string result = fmt::format("RESULT collectives backend={} op={} ranks={} dtype={} sizes={} wrong={} avg_busbw={:.4f}",
+  // hier_ops: rank 0's ops through the two-level engine in this table (0: the flat engines ran them all).
+  out += fmt::format("# Two levels: {}; rank 0 ran {} ops of this table through the two-level engine\n", t.hierarchy,
+                     t.hier_ops);
+  std::string result = fmt::format("RESULT collectives backend={} op={} ranks={} dtype={} sizes={} wrong={} avg_busbw={:.4f}"
+                                   " hierarchy={} hier_ops={}",
                                    o.backend, bench_op_name(t.op), ranks, o.dtype, t.rows.size(),
-                                   checked ? std::to_string(wrong) : std::string("unchecked"), busbw / n);
+                                   checked ? std::to_string(wrong) : std::string("unchecked"), busbw / n, t.hierarchy,
+                                   t.hier_ops);
   if (raw_rows > 0) {
     result += fmt::format(" raw={} raw_avg_busbw={:.4f}", t.raw_name, raw_busbw / raw_rows);
     if (small.raw_time_us) {

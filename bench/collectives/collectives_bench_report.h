@@ -13,7 +13,9 @@ namespace braid::bench {
 
 std::string preamble(const CollectivesBenchOptions& o, int ranks, const std::string& launcher,
                      const std::vector<int64_t>& sizes);
-std::string op_header(const CollectivesBenchOptions& o, int ranks, BenchOp op, const std::string& raw_name);
+// `hierarchy`: the braid group's two-level setting ("auto", "on", "off").
+std::string op_header(const CollectivesBenchOptions& o, int ranks, BenchOp op, const std::string& raw_name,
+                      const std::string& hierarchy = "auto");
 std::string op_row(BenchOp op, DType dtype, const CollectivesBenchRow& r);
 std::string op_summary(const CollectivesBenchOptions& o, int ranks, const CollectivesBenchTable& t);
 

@@ -48,6 +48,12 @@ struct BackendOptions {
   // mpi and gloo: whether the shared-memory engine (shm/) may take ops at all; false leaves every op to
   // the network engine. Unset: BRAID_SHM ("0" turns it off), else on.
   std::optional<bool> shared_memory;
+  // mpi and gloo: whether ops may run in two levels (hier/) when the ranks span hosts and some host has
+  // more than one: inside each host (shared memory), then between hosts. Unset: BRAID_HIERARCHY ("0" turns
+  // it off), else on. hierarchy_min_bytes: the smallest op that takes it (unset: BRAID_HIERARCHY_MIN_BYTES,
+  // else 0). Both must be the same on every rank (docs/CONFIG.md).
+  std::optional<bool> hierarchy;
+  std::optional<int64_t> hierarchy_min_bytes;
   // nccl: the CUDA device of this rank (-1: local rank modulo the device count).
   int cuda_device = -1;
   // The stall watchdog warns about an op that runs longer than this (0: off). Unset: BRAID_STALL_WARN_S,

@@ -51,6 +51,15 @@ EnginePolicy EnginePolicy::resolve(std::string_view network, const BackendOption
                                    default_local_max_bytes(network));
   p.pool_min_bytes = size_setting(options.shared_memory_min_bytes, "BRAID_SHM_ALLREDUCE_MIN_BYTES", 64 * 1024);
   p.pool_bytes = size_setting(std::nullopt, "BRAID_SHM_POOL_BYTES", int64_t{4} << 30);
+  if (options.hierarchy) {
+    p.hier_enabled = *options.hierarchy;
+  } else if (const auto v = env::get("BRAID_HIERARCHY")) {
+    BRAID_CHECK_ARG(*v == "0" || *v == "1", "BRAID_HIERARCHY must be 0 or 1, got '{}'", *v);
+    p.hier_enabled = *v == "1";
+  }
+  p.hier_min_bytes = size_setting(options.hierarchy_min_bytes, "BRAID_HIERARCHY_MIN_BYTES", 0);
+  BRAID_CHECK_ARG(p.hier_min_bytes >= 0, "process group '{}': the two-level collectives' minimum size must be "
+                  ">= 0, got {}", options.group_name, p.hier_min_bytes);
   BRAID_CHECK_ARG(p.local_max_bytes >= 0, "process group '{}': the shared-memory staging's maximum size must be "
                   ">= 0, got {}", options.group_name, p.local_max_bytes);
   BRAID_CHECK_ARG(p.pool_min_bytes >= 0, "process group '{}': the shared-memory allreduce's minimum size must be "
@@ -58,6 +67,32 @@ EnginePolicy EnginePolicy::resolve(std::string_view network, const BackendOption
   BRAID_CHECK_ARG(p.pool_bytes >= 0, "process group '{}': BRAID_SHM_POOL_BYTES must be >= 0, got {}",
                   options.group_name, p.pool_bytes);
   return p;
+}
+
+bool EnginePolicy::hier_first(const OpTraits& op, const Engine* hier, std::string* why) const {
+  auto answer = [&](bool yes, const char* reason) {
+    if (why != nullptr) *why = reason;
+    return yes;
+  };
+  if (hier == nullptr) return answer(false, "no two-level engine");
+  if (!hier_enabled) return answer(false, "two levels are off");
+  if (!op.device.is_cpu()) return answer(false, "not on the CPU");
+  switch (op.kind) {
+    case OpKind::Allreduce:
+    case OpKind::Broadcast:
+    case OpKind::Allgather:
+    case OpKind::ReduceScatter:
+      if (op.bytes <= 0) return answer(false, "empty");
+      return op.bytes >= hier_min_bytes ? answer(true, ">= hier_min_bytes") : answer(false, "below hier_min_bytes");
+    case OpKind::AllreduceCoalesced:
+    case OpKind::Reduce:
+    case OpKind::Gather:
+    case OpKind::Scatter:
+    case OpKind::Alltoall:
+    case OpKind::Barrier:
+      return answer(false, "the two-level engine has no such op");
+  }
+  return answer(false, "unknown op");
 }
 
 bool EnginePolicy::local_first(const OpTraits& op, const Engine* local, std::string* why) const {
@@ -99,8 +134,9 @@ bool EnginePolicy::local_first(const OpTraits& op, const Engine* local, std::str
 }
 
 std::string EnginePolicy::describe() const {
-  return fmt::format("local engine {}, local_max_bytes={}, pool_min_bytes={}, pool_bytes={}",
-                     local_enabled ? "on" : "off", local_max_bytes, pool_min_bytes, pool_bytes);
+  return fmt::format("local engine {}, local_max_bytes={}, pool_min_bytes={}, pool_bytes={}, two levels {}, "
+                     "hier_min_bytes={}", local_enabled ? "on" : "off", local_max_bytes, pool_min_bytes, pool_bytes,
+                     hier_enabled ? "on" : "off", hier_min_bytes);
 }
 
 }  // namespace braid::collectives

@@ -29,6 +29,22 @@
 //                                 (default: by network engine, below)
 //   pool_min_bytes                BackendOptions::shared_memory_min_bytes,  BRAID_SHM_ALLREDUCE_MIN_BYTES (64K)
 //   pool_bytes (empty_shared)     BRAID_SHM_POOL_BYTES (4G; 0: no pool)
+//
+// Two levels. On a group whose ranks span hosts with more than one rank on some host, the factory adds a
+// third engine, the two-level one (hier/: each host's ranks through shared memory, the hosts through the
+// network engine), and it runs these first, before the table above is asked:
+//
+//   op                        | size                                   | layout
+//   --------------------------+----------------------------------------+-----------------------------------
+//   allreduce                 | bytes >= hier_min_bytes, > 0           | any (every host the same number of
+//                             |                                        | ranks: by slices; else by leaders)
+//   broadcast                 | bytes >= hier_min_bytes, > 0           | any
+//   allgather (the output),   | bytes >= hier_min_bytes, > 0           | every host the same number of
+//   reduce_scatter (input)    |                                        | ranks (else it declines)
+//
+// with every dtype and reduce op the network engine reduces, on the CPU.
+//   two levels on or off          BackendOptions::hierarchy,              BRAID_HIERARCHY=0
+//   hier_min_bytes                BackendOptions::hierarchy_min_bytes,    BRAID_HIERARCHY_MIN_BYTES (0)
 // Every rank must resolve the same values. Each decision is written to the "braid.collectives" logger at
 // debug level (BRAID_LOG_LEVEL=warn,braid.collectives=debug), with the op, its size and the reason.
 #pragma once
@@ -77,6 +93,11 @@ struct EnginePolicy {
   int64_t pool_min_bytes = 64 * 1024;
   int64_t pool_bytes = int64_t{4} << 30;
 
+  bool hier_enabled = true;
+  int64_t hier_min_bytes = 0;
+
+  // Whether `hier` (the two-level engine; may be null) runs the op first; `why` as below.
+  bool hier_first(const OpTraits& op, const Engine* hier, std::string* why = nullptr) const;
   // Whether `local` (may be null) runs the op first; `why` (may be null) gets the reason, for the log.
   bool local_first(const OpTraits& op, const Engine* local, std::string* why = nullptr) const;
   // "local engine on, local_max_bytes=1048576, pool_min_bytes=65536, pool_bytes=4294967296"

@@ -58,12 +58,17 @@ DType dtype_of(const TensorList& a, const TensorList& b) {
 
 EngineProcessGroup::EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine> network, std::unique_ptr<Engine> local,
                                        Config config)
+    : EngineProcessGroup(std::move(shape), std::move(network), std::move(local), nullptr, std::move(config)) {}
+
+EngineProcessGroup::EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine> network, std::unique_ptr<Engine> local,
+                                       std::unique_ptr<Engine> hier, Config config)
     : ProcessGroup(shape.rank, shape.size, shape.name),
       shape_(std::move(shape)),
       config_(std::move(config)),
       network_(std::move(network)),
       local_(std::move(local)),
-      router_(*network_, local_.get(), config_.policy),
+      hier_(std::move(hier)),
+      router_(*network_, local_.get(), config_.policy, hier_.get()),
       recorder_(std::make_shared<FlightRecorder>(shape_, std::string(network_->name()), config_.trace_buffer_size ? *config_.trace_buffer_size : trace::buffer_size_from_env())),
       queue_(shape_.name, OpQueue::Config{network_->lanes(), config_.unclaimed_after, config_.look_gap_max}),
       health_(shape_, std::string(network_->name()), config_.store, queue_,
@@ -72,6 +77,9 @@ EngineProcessGroup::EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine>
   BRAID_CHECK_ARG(local_ == nullptr || local_->lanes() == network_->lanes(),
                   "process group '{}': the {} engine serves {} lanes, the {} engine {}", shape_.name, local_->name(),
                   local_->lanes(), network_->name(), network_->lanes());
+  BRAID_CHECK_ARG(hier_ == nullptr || hier_->lanes() == network_->lanes(),
+                  "process group '{}': the {} engine serves {} lanes, the {} engine {}", shape_.name, hier_->name(),
+                  hier_->lanes(), network_->name(), network_->lanes());
   set_timeout(config_.timeout);
   if (recorder_->capacity() > 0) trace::register_recorder(recorder_);
 }
@@ -97,7 +105,7 @@ void EngineProcessGroup::throw_if_unusable(const char* op) const {
 }
 
 uint64_t EngineProcessGroup::engine_count(std::string_view engine, std::string_view path) const {
-  for (const Engine* e : {network_.get(), local_.get()}) {
+  for (const Engine* e : {network_.get(), local_.get(), hier_.get()}) {
     if (e == nullptr || e->name() != engine) continue;
     for (const auto& [name, count] : e->counters()) {
       if (name == path) return count;

@@ -69,6 +69,10 @@ class EngineProcessGroup final : public ProcessGroup {
   // `network` runs every op the policy does not give `local` (which may be null); both must serve
   // `network->lanes()` lanes.
   EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine> network, std::unique_ptr<Engine> local, Config config);
+  // The same with a two-level engine (hier/; may be null), which the policy asks before the local one
+  // (engine_policy.h); it too must serve `network->lanes()` lanes.
+  EngineProcessGroup(GroupShape shape, std::unique_ptr<Engine> network, std::unique_ptr<Engine> local,
+                     std::unique_ptr<Engine> hier, Config config);
   ~EngineProcessGroup() override;
 
   std::string backend_name() const override { return std::string(network_->name()); }
@@ -135,6 +139,7 @@ class EngineProcessGroup final : public ProcessGroup {
   // them (the destructor also drains the queue and stops the monitor before any member goes).
   std::unique_ptr<Engine> network_;
   std::unique_ptr<Engine> local_;
+  std::unique_ptr<Engine> hier_;
   EngineRouter router_;
   // Shared with the process-wide dump registry (flight_recorder.h) and the health monitor.
   std::shared_ptr<FlightRecorder> recorder_;

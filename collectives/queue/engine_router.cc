@@ -4,8 +4,18 @@
 
 namespace braid::collectives {
 
-EngineRouter::EngineRouter(Engine& network, Engine* local, EnginePolicy policy)
-    : network_(network), local_(local), policy_(policy), log_(logging::get("braid.collectives")) {}
+EngineRouter::EngineRouter(Engine& network, Engine* local, EnginePolicy policy, Engine* hier)
+    : network_(network), local_(local), policy_(policy), hier_(hier), log_(logging::get("braid.collectives")) {}
+
+bool EngineRouter::hier_first(const OpTraits& op, const OpContext& ctx) const {
+  if (hier_ == nullptr) return false;
+  if (!log_->should_log(spdlog::level::debug)) return policy_.hier_first(op, hier_);
+  std::string why;
+  const bool yes = policy_.hier_first(op, hier_, &why);
+  log_->debug("{}: {} ({} B {} {}: {})", ctx.what, yes ? hier_->name() : "not in two levels", op.bytes, op.dtype,
+              engine_op_name(op.op), why);
+  return yes;
+}
 
 bool EngineRouter::local_first(const OpTraits& op, const OpContext& ctx) const {
   if (local_ == nullptr) return false;
@@ -17,27 +27,38 @@ bool EngineRouter::local_first(const OpTraits& op, const OpContext& ctx) const {
   return local;
 }
 
-void EngineRouter::declined(const OpContext& ctx) const {
-  if (log_->should_log(spdlog::level::debug)) {
-    log_->debug("{}: {} declined it, {} runs it", ctx.what, local_->name(), network_.name());
+void EngineRouter::declined(const OpContext& ctx, const Engine* engine) const {
+  if (!log_->should_log(spdlog::level::debug)) return;
+  if (engine == local_) {
+    log_->debug("{}: {} declined it, {} runs it", ctx.what, engine->name(), network_.name());
+  } else {
+    log_->debug("{}: {} declined it", ctx.what, engine->name());
   }
 }
 
 void EngineRouter::broadcast(Tensor& buffer, int root, const OpContext& ctx) {
   const OpTraits op{OpKind::Broadcast, static_cast<int64_t>(buffer.nbytes()), buffer.dtype(), EngineOp::SUM,
                     buffer.device()};
+  if (hier_first(op, ctx)) {
+    if (hier_->broadcast(buffer, root, ctx)) return;
+    declined(ctx, hier_);
+  }
   if (local_first(op, ctx)) {
     if (local_->broadcast(buffer, root, ctx)) return;
-    declined(ctx);
+    declined(ctx, local_);
   }
   (void)network_.broadcast(buffer, root, ctx);
 }
 
 void EngineRouter::allreduce(Tensor& buffer, EngineOp eop, const OpContext& ctx) {
   const OpTraits op{OpKind::Allreduce, static_cast<int64_t>(buffer.nbytes()), buffer.dtype(), eop, buffer.device()};
+  if (hier_first(op, ctx)) {
+    if (hier_->allreduce(buffer, eop, ctx)) return;
+    declined(ctx, hier_);
+  }
   if (local_first(op, ctx)) {
     if (local_->allreduce(buffer, eop, ctx)) return;
-    declined(ctx);
+    declined(ctx, local_);
   }
   (void)network_.allreduce(buffer, eop, ctx);
 }
@@ -57,9 +78,13 @@ void EngineRouter::reduce(Tensor& buffer, EngineOp eop, int root, const OpContex
 void EngineRouter::allgather(const Tensor& input, Tensor& output, const OpContext& ctx) {
   const OpTraits op{OpKind::Allgather, static_cast<int64_t>(output.nbytes()), output.dtype(), EngineOp::SUM,
                     output.device()};
+  if (hier_first(op, ctx)) {
+    if (hier_->allgather(input, output, ctx)) return;
+    declined(ctx, hier_);
+  }
   if (local_first(op, ctx)) {
     if (local_->allgather(input, output, ctx)) return;
-    declined(ctx);
+    declined(ctx, local_);
   }
   (void)network_.allgather(input, output, ctx);
 }
@@ -81,9 +106,13 @@ void EngineRouter::scatter(const Tensor& input, Tensor& output, int root, const 
 void EngineRouter::reduce_scatter(const Tensor& input, Tensor& output, EngineOp eop, const OpContext& ctx) {
   const OpTraits op{OpKind::ReduceScatter, static_cast<int64_t>(input.nbytes()), output.dtype(), eop,
                     output.device()};
+  if (hier_first(op, ctx)) {
+    if (hier_->reduce_scatter(input, output, eop, ctx)) return;
+    declined(ctx, hier_);
+  }
   if (local_first(op, ctx)) {
     if (local_->reduce_scatter(input, output, eop, ctx)) return;
-    declined(ctx);
+    declined(ctx, local_);
   }
   (void)network_.reduce_scatter(input, output, eop, ctx);
 }
@@ -95,7 +124,7 @@ void EngineRouter::alltoall(const Tensor& input, Tensor& output, const std::vect
                     input.device()};
   if (local_first(op, ctx)) {
     if (local_->alltoall(input, output, send_counts, send_offsets, recv_counts, recv_offsets, ctx)) return;
-    declined(ctx);
+    declined(ctx, local_);
   }
   (void)network_.alltoall(input, output, send_counts, send_offsets, recv_counts, recv_offsets, ctx);
 }
@@ -104,7 +133,7 @@ void EngineRouter::barrier(const OpContext& ctx) {
   const OpTraits op{OpKind::Barrier, 0, DType::UInt8, EngineOp::SUM, network_.device()};
   if (local_first(op, ctx)) {
     if (local_->barrier(ctx)) return;
-    declined(ctx);
+    declined(ctx, local_);
   }
   (void)network_.barrier(ctx);
 }

@@ -1,6 +1,7 @@
-// EngineRouter: runs each engine primitive on the engine the policy chooses (engine_policy.h): the local
-// (shared-memory) engine first when the policy says so, and the network engine when it does not or when
-// the local engine declines. Every choice is logged at debug level on "braid.collectives".
+// EngineRouter: runs each engine primitive on the engine the policy chooses (engine_policy.h): the
+// two-level engine first when there is one and the policy says so, then the local (shared-memory) engine
+// when the policy says so, and the network engine when neither runs it (not chosen, or declined). Every
+// choice is logged at debug level on "braid.collectives".
 //
 // Thread-safety: as Engine (one op per lane at a time).
 #pragma once
@@ -19,11 +20,12 @@ namespace braid::collectives {
 
 class EngineRouter {
  public:
-  // `local` may be null. Both engines must outlive the router.
-  EngineRouter(Engine& network, Engine* local, EnginePolicy policy);
+  // `local` and `hier` may be null. Every engine must outlive the router.
+  EngineRouter(Engine& network, Engine* local, EnginePolicy policy, Engine* hier = nullptr);
 
   Engine& network() const { return network_; }
   Engine* local() const { return local_; }
+  Engine* hier() const { return hier_; }
   const EnginePolicy& policy() const { return policy_; }
 
   void broadcast(Tensor& buffer, int root, const OpContext& ctx);
@@ -42,12 +44,15 @@ class EngineRouter {
  private:
   // Whether the local engine runs `op` first (logging the choice when debug logging is on).
   bool local_first(const OpTraits& op, const OpContext& ctx) const;
-  // The op went to the network engine after the local engine declined it (logged at debug level).
-  void declined(const OpContext& ctx) const;
+  // Whether the two-level engine runs `op` first (logged like local_first).
+  bool hier_first(const OpTraits& op, const OpContext& ctx) const;
+  // The op went to the next engine after `engine` declined it (logged at debug level).
+  void declined(const OpContext& ctx, const Engine* engine) const;
 
   Engine& network_;
   Engine* local_;
   const EnginePolicy policy_;
+  Engine* hier_;
   std::shared_ptr<spdlog::logger> log_;
 };
 

@@ -7,13 +7,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "base/logging.h"
+#include "collectives/core/host_layout.h"
 #include "collectives/shm/process_exited.h"
 #include "tensor/allocator.h"
 
@@ -24,14 +24,8 @@ constexpr size_t kControlBytes = MemoryPool::kControlBytes;
 static_assert(sizeof(MemoryPool::ControlSlot) * MemoryPool::kMaxLanes <= kControlBytes);
 
 // Ranks can share memory when they run under the same kernel and see the same /dev/shm; the first is
-// checked here (host name and boot id), the second by trying to open the peers' segments.
-std::string host_identity() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(host) + "/" + boot;
-}
+// checked through host_identity() (host name and boot id, or BRAID_EMULATED_HOST: core/host_layout.h), the
+// second by trying to open the peers' segments.
 
 // The PID namespace this process sees, e.g. "pid:[4026531836]": process ids are comparable only within one.
 std::string pid_namespace() {

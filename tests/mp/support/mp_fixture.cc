@@ -108,6 +108,8 @@ collectives::BackendOptions MpFixture::backend_options(const GroupOptions& optio
   o.mpi_allreduce_chunk_bytes = options.mpi_allreduce_chunk_bytes;
   o.shared_memory_min_bytes = options.shared_memory_min_bytes;
   o.shared_staging_max_bytes = options.shared_staging_max_bytes;
+  o.hierarchy = options.hierarchy;
+  o.hierarchy_min_bytes = options.hierarchy_min_bytes;
   return o;
 }
 

@@ -58,6 +58,9 @@ struct GroupOptions {
   std::optional<int64_t> shared_memory_min_bytes;
   // BackendOptions::shared_staging_max_bytes; unset = the default
   std::optional<int64_t> shared_staging_max_bytes;
+  // BackendOptions::hierarchy and hierarchy_min_bytes (two-level collectives); unset = the default
+  std::optional<bool> hierarchy;
+  std::optional<int64_t> hierarchy_min_bytes;
 };
 
 class MpFixture {
