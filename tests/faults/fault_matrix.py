@@ -80,8 +80,10 @@ def command(launcher, braid, mpiexec, args):
     return ["srun", "-n", str(WORLD), "--overcommit", "--label", "--kill-on-bad-exit=1", braid, "run"] + args
 
 
-def run_env(launcher, marker, fault):
+def run_env(launcher, marker, fault, trace_dir):
     e = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    # The flight recorder's dumps go with the run's output, not next to the job file in the source tree.
+    e["BRAID_TRACE_DIR"] = trace_dir
     e.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
               "OMPI_MCA_rmaps_base_oversubscribe": "1", "BRAID_FAULT": fault, "BRAID_FAULT_MATRIX_RUN": marker})
     if launcher == "slurm":
@@ -150,7 +152,7 @@ def check_checkpoint(braid, ckpt, marker):
     step = int(m.group(1))
     cmd = command("launch", braid, None, [JOB, "--set", f"checkpoint.dir={ckpt}", "--resume"])
     try:
-        r = subprocess.run(cmd, env=run_env("launch", marker, ""), capture_output=True, text=True, timeout=90,
+        r = subprocess.run(cmd, env=run_env("launch", marker, "", os.path.join(os.path.dirname(ckpt), "trace")), capture_output=True, text=True, timeout=90,
                            cwd=ROOT)
     except subprocess.TimeoutExpired:
         return "the resume from the previous checkpoint did not end within 90 s"
@@ -173,7 +175,7 @@ def run_one(args, launcher, role, sig, phase):
                                                        "--set", "checkpoint.keep=5"])
     start = time.time()
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        proc = subprocess.Popen(cmd, env=run_env(launcher, marker, fault), stdout=out, stderr=err, cwd=ROOT,
+        proc = subprocess.Popen(cmd, env=run_env(launcher, marker, fault, os.path.join(tmp, "trace")), stdout=out, stderr=err, cwd=ROOT,
                                 start_new_session=True)
     t_fault = None
     hung = False
