@@ -102,6 +102,20 @@ check_rpc_listeners() {
   say "every RPC worker listened on its host's address ($n)"
 }
 
+# UCX must take the hosts for separate machines: with only its shared-memory transports, workers on
+# different hosts cannot connect ("Destination is unreachable"); were the hosts' boot ids (UCX's system
+# id) the same, UCX would map one host's memory from the other and the calls would succeed.
+check_ucx_shm_stays_in_host() {
+  local shm_log=$BUILD/tests/multihost/rpc-ucx-shm-only.log rc=0
+  MPI_PROGRAM=("$BUILD/tests/mp/rpc_mp_tests" --use-colour no "rpc: sync*")
+  mpirun_hosts BRAID_RPC_TRANSPORT=ucx UCX_TLS=posix,sysv,self >"$shm_log" 2>&1 || rc=$?
+  if [ $rc -eq 0 ] || ! grep -q "Destination is unreachable" "$shm_log"; then
+    say "FAIL: with UCX_TLS=posix,sysv,self the workers of different hosts connected (exit $rc; $shm_log)"
+    return 1
+  fi
+  say "UCX found no shared memory between hosts (exit $rc, 'Destination is unreachable'; $shm_log)"
+}
+
 run_logged() {
   local rc=0
   "$@" >"$LOG" 2>&1 || rc=$?
@@ -137,6 +151,7 @@ case "$SCENARIO" in
     [ -x "$exe" ] || skip "$exe is not built"
     MPI_PROGRAM=("$exe" --use-colour no ${BRAID_MULTIHOST_FILTER:+"$BRAID_MULTIHOST_FILTER"})
     run_logged mpirun_hosts BRAID_RPC_TRANSPORT="${SCENARIO#rpc-}" BRAID_LOG_LEVEL=debug
-    check_rpc_listeners ;;
+    check_rpc_listeners
+    [ "$SCENARIO" != rpc-ucx ] || check_ucx_shm_stays_in_host ;;
   *) say "unknown scenario '$SCENARIO'"; exit 2 ;;
 esac
