@@ -310,7 +310,9 @@ cmd_exec() {
   shift
   local pid
   pid=$(anchor_pid "$n") || die "exec: host $(host_name "$n")'s anchor process is gone; run 'netns_cluster.sh up' again"
-  nsenter --target "$pid" --net --uts --mount --wd="$cwd" -- "$@"
+  # exec: the command replaces this shell (the caller's PID is the command's, signals reach it directly, and
+  # no shell stays behind to read this file again when the command ends).
+  exec nsenter --target "$pid" --net --uts --mount --wd="$cwd" -- "$@"
 }
 
 cmd_status() {
