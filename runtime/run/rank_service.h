@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,9 @@ class RankService {
   // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
   // other ranks on this host whose process is gone, has exited or is stopped; "" when none is.
   std::string local_failed_peer() const;
+  // Where the ranks run, from read_processes(): "2 hosts (bh1: ranks 0-1; bh2: ranks 2-3)", or
+  // "1 host (vm)"; ranks in runs.
+  std::string placement() const;
 
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);

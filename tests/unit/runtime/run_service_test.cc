@@ -15,6 +15,7 @@
 #include "rpc/api.h"
 #include "runtime/run/instance_registry.h"
 #include "runtime/run/rank_service.h"
+#include "store/hash_store.h"
 #include "runtime/run/signals.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
@@ -55,6 +56,19 @@ TEST_CASE("run: a SignalWatcher takes SIGUSR1 and SIGTERM sent to the process", 
     }
   }  // joins within one wait
   CHECK(count == 2);
+}
+
+TEST_CASE("run: the placement line groups ranks by host, in runs", "[runtime][run]") {
+  store::HashStore store;
+  // As publish_process() writes them: "<host> <pid>".
+  const char* where[] = {"bh2 11", "bh1 12", "bh1 13", "bh2 14", "bh1 15", "bh2 16", "bh1 17"};
+  for (int r = 0; r < 7; ++r) store.set("braid/process/" + std::to_string(r), store::to_bytes(where[r]));
+  RankService::instance().read_processes(store, 7);
+  CHECK(RankService::instance().placement() == "2 hosts (bh1: ranks 1-2,4,6; bh2: ranks 0,3,5)");
+  store::HashStore one;
+  one.set("braid/process/0", store::to_bytes("vm 21"));
+  RankService::instance().read_processes(one, 1);
+  CHECK(RankService::instance().placement() == "1 host (vm)");
 }
 
 TEST_CASE("run: contexts older than the TTL are swept, younger ones kept", "[runtime][run]") {
