@@ -6,6 +6,9 @@
 #include <mutex>
 
 #include "base/check.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "security/listen_address.h"
 #include "store/prefix_store.h"
 #include "store/rendezvous.h"
 
@@ -22,6 +25,22 @@ bool g_initializing = false;  // GUARDED_BY(g_mu)
 // Each init_rpc of a process joins under its own prefix: a job that starts RPC twice on one store (every
 // process calls init_rpc the same number of times) never sees the keys of the earlier session.
 int g_session = 0;  // GUARDED_BY(g_mu)
+
+// The bind host when the caller left the default: a job whose store lives on another host needs its
+// workers reachable from there too.
+std::string default_bind_host(const store::Store& store, const std::string& name) {
+  if (const auto iface = env::get("BRAID_SOCKET_IFNAME"); iface && !iface->empty()) {
+    return security::interface_ipv4(*iface, "BRAID_SOCKET_IFNAME");
+  }
+  const std::string server = store.server_host();
+  if (server.empty()) return TransportOptions{}.bind_host;
+  const std::string what = fmt::format("init_rpc('{}'): choosing where RPC over TCP listens", name);
+  const std::string iface = security::interface_toward(server, what);
+  const std::string host = security::interface_ipv4(iface, fmt::format("{} (toward the store's host {})", what, server));
+  logging::get("braid.rpc")->debug("init_rpc('{}'): listening on {} ({}, the interface toward the store's host {})",
+                                   name, host, iface, server);
+  return host;
+}
 
 }  // namespace
 
@@ -49,6 +68,9 @@ void init_rpc(const std::string& name, int rank, int world_size, RpcBackendOptio
   agent_options.shutdown_timeout = options.shutdown_timeout;
   agent_options.on_peer_failure = options.on_peer_failure;
   agent_options.transport_options = options.transport_options;
+  if (agent_options.transport_options.bind_host == TransportOptions{}.bind_host) {
+    agent_options.transport_options.bind_host = default_bind_host(*base, name);
+  }
   int session = 0;
   {
     std::lock_guard<std::mutex> lock(g_mu);

@@ -33,6 +33,9 @@ struct RpcBackendOptions {
   std::string init_method = "env://";
   // When set, RPC joins through this store (under the prefix "rpc/") instead of init_method.
   std::shared_ptr<store::Store> store;
+  // bind_host: left at its default (127.0.0.1), RPC over TCP listens on the address of
+  // BRAID_SOCKET_IFNAME, or else of the interface toward the store's server host
+  // (security::interface_toward): loopback on one host, the network the hosts share across hosts.
   TransportOptions transport_options;
   Millis join_timeout{300'000};
   Millis shutdown_timeout{0};  // RpcAgentOptions::shutdown_timeout

@@ -35,7 +35,7 @@
 # Everything lives under /run/braid-cluster-${name}/: the namespace files (uts.N, mnt.N), hosts, boot_id.N,
 # hostfile.SLOTS and `size`. `down` removes the namespaces ${name}-* and that folder, and nothing else.
 # Callers put `netns_cluster.sh down` in a trap; `up` itself undoes a half-made cluster when it fails.
-set -Eeuo pipefail
+set -euo pipefail
 
 readonly EXIT_SKIP=77
 readonly NAME=${BRAID_CLUSTER_NAME:-bcl}
@@ -162,6 +162,36 @@ make_host() {
              umount -l /sys
              mount -t sysfs sysfs /sys
              mount --bind '$DIR/boot_id.$n' /proc/sys/kernel/random/boot_id"
+  start_anchor "$n"
+}
+
+# A process that sits in host N's namespaces until `down`: `exec` enters the host through /proc/PID/ns/,
+# which every host sees. The files under $DIR do not do for that: a host's mount namespace is a private copy
+# made before the later hosts' namespace files were bound there (and the kernel refuses to bind an older
+# mount namespace's file into a newer one), so from inside host 1 (mpirun, the rsh agent) they are empty.
+# Its argv[0] names the cluster and host, so that `down` and `exec` never take a recycled PID for it. It
+# must not inherit the lock's descriptor (fd 9): it would hold the lock for its whole life.
+start_anchor() {
+  local n=$1
+  setsid nsenter --net="/run/netns/$(host_ns "$n")" --uts="$DIR/uts.$n" --mount="$DIR/mnt.$n" --wd=/ -- \
+    bash -c "exec -a $(anchor_tag "$n") sleep infinity" </dev/null >/dev/null 2>&1 9>&- &
+  echo $! >"$DIR/anchor.$n"
+  local i
+  for i in $(seq 1 100); do
+    anchor_pid "$n" >/dev/null && return 0
+    sleep 0.05
+  done
+  die "up: host $n's anchor process ($(cat "$DIR/anchor.$n")) did not start"
+}
+
+anchor_tag() { echo "braid-cluster-$NAME-h$1"; }
+
+# The anchor's PID, when it is alive and is the anchor; fails otherwise.
+anchor_pid() {
+  local pid
+  pid=$(cat "$DIR/anchor.$1" 2>/dev/null) || return 1
+  [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$(anchor_tag "$1") infinity " ] || return 1
+  echo "$pid"
 }
 
 # Every check that makes a "host" look like a machine of its own; fails loudly naming what does not hold.
@@ -193,11 +223,15 @@ verify() {
 in_host() {
   local n=$1
   shift
-  nsenter --net="/run/netns/$(host_ns "$n")" --uts="$DIR/uts.$n" --mount="$DIR/mnt.$n" --wd=/ -- "$@"
+  nsenter --target "$(anchor_pid "$n")" --net --uts --mount --wd=/ -- "$@"
 }
 
 cmd_down() {
-  local f
+  local f pid
+  for f in "$DIR"/anchor.*; do
+    [ -e "$f" ] || continue
+    pid=$(anchor_pid "${f##*.}") && kill "$pid" 2>/dev/null || true
+  done
   # The namespace files first (a bind mount keeps a namespace alive), then the netns, then the folder.
   if [ -d "$DIR" ]; then
     for f in "$DIR"/uts.* "$DIR"/mnt.*; do
@@ -238,7 +272,8 @@ cmd_up() {
     return 0
   fi
   cmd_down
-  trap 'say "up failed; removing what it made"; cmd_down' ERR
+  # On any way out but success (a failed command, or die in verify), nothing stays half-made.
+  trap 'rc=$?; if [ $rc -ne 0 ]; then say "up failed (exit $rc); removing what it made"; cmd_down; fi' EXIT
   mkdir -p "$DIR"
   mount --bind "$DIR" "$DIR"
   mount --make-private "$DIR"
@@ -257,7 +292,7 @@ cmd_up() {
   for n in $(seq 1 "$hosts"); do make_host "$n"; done
   apply_shaping "$rate" "$delay"
   verify
-  trap - ERR
+  trap - EXIT
   say "cluster '$NAME' is up: $(for n in $(seq 1 "$hosts"); do printf '%s=%s.%s ' "$(host_name "$n")" $NET "$n"; done)"
 }
 
@@ -268,7 +303,9 @@ cmd_exec() {
   local n
   n=$(resolve_host "$1")
   shift
-  nsenter --net="/run/netns/$(host_ns "$n")" --uts="$DIR/uts.$n" --mount="$DIR/mnt.$n" --wd="$cwd" -- "$@"
+  local pid
+  pid=$(anchor_pid "$n") || die "exec: host $(host_name "$n")'s anchor process is gone; run 'netns_cluster.sh up' again"
+  nsenter --target "$pid" --net --uts --mount --wd="$cwd" -- "$@"
 }
 
 cmd_status() {
@@ -322,7 +359,7 @@ main() {
     unshape) lock; [ "$(cluster_size)" -gt 0 ] || die "unshape: cluster '$NAME' is not up"; apply_shaping "" "" ;;
     hostfile) cmd_hostfile "$@" ;;
     env) cmd_env ;;
-    *) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
   esac
 }
 

@@ -28,6 +28,8 @@ class PrefixStore final : public Store {
   using Store::set;
   using Store::wait;
 
+  std::string server_host() const override { return base_->server_host(); }
+
   const std::shared_ptr<Store>& base() const { return base_; }
   const std::string& prefix() const { return prefix_; }
 

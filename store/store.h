@@ -64,6 +64,12 @@ class Store {
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis timeout) { timeout_ = timeout; }
 
+  // The host whose server this store's clients reach ("node01", "10.0.0.7"), or "" for a store without
+  // one (HashStore, FileStore) or listening on every interface. What the ranks of a job across hosts
+  // can all reach: an engine that listens itself picks its interface toward it
+  // (security::interface_toward).
+  virtual std::string server_host() const { return {}; }
+
  private:
   Millis timeout_;
 };

@@ -57,6 +57,7 @@ class TCPStore final : public Store {
   using Store::wait;
 
   const std::string& host() const { return host_; }
+  std::string server_host() const override { return host_ == "0.0.0.0" ? std::string() : host_; }
   // The server's port (the bound one when the master asked for port 0).
   uint16_t port() const { return port_; }
   // Whether this object serves the store (is_master): the process must outlive the others' use of it.

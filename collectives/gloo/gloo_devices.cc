@@ -3,13 +3,19 @@
 #include <gloo/transport/tcp/device.h>
 #include <sched.h>
 
+#include <unistd.h>
+
 #include <exception>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
 #include "base/check.h"
 #include "base/env.h"
+#include "base/logging.h"
+#include "security/listen_address.h"
+#include "store/store.h"
 
 namespace braid::collectives::gloo {
 
@@ -67,7 +73,52 @@ std::shared_ptr<::gloo::transport::Device> create_device_with_batch_loop(const s
   return device;
 }
 
+std::string this_host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Every rank publishes its host name in the group's store; one host: "lo", several: the interface of
+// this host's name's address.
+std::string interface_from_host_names(store::Store& store, const std::string& what, int rank, int size,
+                                      std::chrono::milliseconds timeout) {
+  const std::string me = this_host_name();
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(fmt::format("gloo/host/{}", r));
+  store.set(keys[static_cast<size_t>(rank)], store::to_bytes(me));
+  std::set<std::string> hosts;
+  for (const auto& v : store.multi_get(keys, timeout)) hosts.insert(store::to_string(v));
+  if (hosts.size() == 1) return "lo";
+  std::string names;
+  for (const auto& h : hosts) names += (names.empty() ? "" : ", ") + h;
+  const std::string iface = security::interface_toward(me, what);
+  if (iface == "lo") {
+    BRAID_THROW(CommError,
+                "{}: the ranks span hosts ({}) and this host's name '{}' resolves only to loopback; set "
+                "GLOO_SOCKET_IFNAME or BRAID_SOCKET_IFNAME to the interface the hosts share",
+                what, names, me);
+  }
+  logging::get("braid.coll")->debug("{}: the ranks span hosts ({}): interface {}, of the host name {}", what, names,
+                                    iface, me);
+  return iface;
+}
+
 }  // namespace
+
+std::string default_interface(store::Store* store, const std::string& group, int rank, int size,
+                              std::chrono::milliseconds timeout) {
+  if (const auto iface = env::get("BRAID_SOCKET_IFNAME"); iface && !iface->empty()) return *iface;
+  if (store == nullptr || size == 1) return "lo";
+  const std::string what = fmt::format("gloo: choosing the network interface of group '{}' (rank {}/{})", group,
+                                       rank, size);
+  const std::string server = store->server_host();
+  if (server.empty()) return interface_from_host_names(*store, what, rank, size, timeout);
+  const std::string iface = security::interface_toward(server, what);
+  logging::get("braid.coll")->debug("gloo: group '{}' uses interface {}, the one toward the store's host {}",
+                                    group, iface, server);
+  return iface;
+}
 
 std::vector<std::shared_ptr<::gloo::transport::Device>> tcp_devices(const std::vector<std::string>& interfaces) {
   const std::vector<std::string> names = interfaces.empty() ? std::vector<std::string>{"lo"} : interfaces;

@@ -154,7 +154,9 @@ std::shared_ptr<::gloo::Context> GlooEngine::connect_context(const std::string& 
 
 void GlooEngine::connect(const BackendOptions& options) {
   store_ = options.store;
-  devices_ = gloo::tcp_devices(options.devices);
+  devices_ = gloo::tcp_devices(options.devices.empty()
+                                   ? std::vector<std::string>{gloo::default_interface(options.store.get(), group_name(), rank(), size(), options.timeout)}
+                                   : options.devices);
   const std::string what = fmt::format("gloo: connecting group '{}' (rank {}/{})", group_name(), rank(), size());
   const Deadline deadline = Deadline::after(options.timeout);
   auto connect_one = [&](const std::string& prefix, size_t index) {

@@ -35,6 +35,7 @@ struct Address {
   std::array<char, kHostLen> error{};
   std::array<char, kSecretLen> secret{};
   int32_t port = 0;
+  int32_t any = 0;  // the store listens on every interface (BRAID_BIND_ANY)
 };
 
 // Whether every rank of `comm` runs on this host (then the store stays on loopback).
@@ -84,8 +85,12 @@ std::shared_ptr<store::Store> mpi_bootstrap_store(Millis timeout) {
       const std::string bind = security::listen_host(local_job ? "127.0.0.1" : host_name());
       master = std::make_shared<store::TCPStore>(bind, 0, options);
       address.port = master->port();
+      // Listening on every interface, the store is reached by the host's name (loopback on this host);
+      // otherwise at what it bound, on this host too: a store bound to the host's network address (a job
+      // across hosts) does not answer on 127.0.0.1.
       const std::string reach = bind == "0.0.0.0" ? host_name() : bind;
       std::strncpy(address.host.data(), reach.c_str(), kHostLen - 1);
+      address.any = bind == "0.0.0.0" ? 1 : 0;
     } catch (const std::exception& e) {
       std::strncpy(address.error.data(), e.what(), kHostLen - 1);
     }
@@ -99,7 +104,8 @@ std::shared_ptr<store::Store> mpi_bootstrap_store(Millis timeout) {
   std::fill(address.secret.begin(), address.secret.end(), '\0');
   security::adopt_job_secret(secret);
   if (master) return master;
-  const std::string host = address.host.data() == host_name() ? "127.0.0.1" : std::string(address.host.data());
+  const bool any_on_this_host = address.any != 0 && address.host.data() == host_name();
+  const std::string host = any_on_this_host ? "127.0.0.1" : std::string(address.host.data());
   options.is_master = false;
   options.secret = std::move(secret);
   return std::make_shared<store::TCPStore>(host, static_cast<uint16_t>(address.port), options);

@@ -1,5 +1,8 @@
 #include "security/job_secret.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -123,6 +126,41 @@ TEST_CASE("listen address: loopback by default, every interface only when asked"
   }
   ScopedEnv yes("BRAID_BIND_ANY", "1");
   CHECK(listen_host("127.0.0.1") == "0.0.0.0");
+}
+
+}  // namespace braid::security
+
+namespace braid::security {
+
+// The first IPv4 address of an interface other than lo, with its name; empty when the machine has none.
+std::pair<std::string, std::string> some_network_address() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return {};
+  std::pair<std::string, std::string> found;
+  for (const ifaddrs* a = list; a != nullptr && found.first.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || std::string(a->ifa_name) == "lo") continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    found = {a->ifa_name, text};
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// Nothing is sent: connecting a UDP socket only asks the kernel for the route. The route to another host
+// is covered by the multihost tests (tests/multihost/), where each host has lo and eth0.
+TEST_CASE("interface_toward: loopback peers give lo, this host's own address gives its interface", "[security]") {
+  CHECK(interface_toward("127.0.0.1", "test") == "lo");
+  CHECK(interface_toward("127.0.0.2", "test") == "lo");
+  CHECK(interface_toward("localhost", "test") == "lo");
+  const auto [name, address] = some_network_address();
+  if (name.empty()) {
+    WARN("this machine has no IPv4 address besides loopback; the own-address case is not checked");
+    return;
+  }
+  // The kernel routes it through lo, but the rendezvous host must listen where the others reach it.
+  CHECK(interface_toward(address, "test") == name);
+  CHECK(interface_ipv4(interface_toward(address, "test"), "test") == address);
 }
 
 }  // namespace braid::security

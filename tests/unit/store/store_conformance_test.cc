@@ -174,3 +174,14 @@ TEST_CASE("store conformance: many concurrent waiters all wake on one set", "[st
     }
   }
 }
+
+// What an engine listening on its own picks its interface toward (security::interface_toward).
+TEST_CASE("store server_host: the TCPStore's host, through prefixes; none for local stores", "[store]") {
+  for (const auto& [kind, make] : store_kinds()) {
+    SECTION(kind) {
+      auto s = make();
+      CHECK(s->server_host() == (kind == "TCPStore" ? "127.0.0.1" : ""));
+      CHECK(PrefixStore("outer", s).server_host() == s->server_host());
+    }
+  }
+}
