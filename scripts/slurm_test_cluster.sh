@@ -243,6 +243,9 @@ cmd_up() {
   node=$(hostname -s)
   cpus=${SLURM_TEST_CPUS:-$(nproc)}
   dir=$(mktemp -d "$base/braid-slurm.XXXXXX")
+  # Any failure from here on (set -e included) takes down what was started and the folder.
+  # shellcheck disable=SC2064  # $dir is meant to be expanded now
+  trap "cmd_down '$dir'" EXIT
   # munged insists on a socket directory that everyone can traverse and only root can write.
   chmod 0711 "$dir"
   mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/run" "$dir/log"
@@ -259,7 +262,7 @@ cmd_up() {
     --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed"
   if ! wait_for $START_TIMEOUT_S test -S "$dir/munge/munge.socket" ||
      ! wait_for $START_TIMEOUT_S sh -c "munge -S '$dir/munge/munge.socket' -n | unmunge -S '$dir/munge/munge.socket'"; then
-    say "munged did not come up"; tail -n 20 "$dir"/log/munged.* >&2 || true; cmd_down "$dir"; exit 1
+    say "munged did not come up"; tail -n 20 "$dir"/log/munged.* >&2 || true; exit 1
   fi
   if [ ${#HOSTS[@]} -gt 0 ]; then
     echo "${HOSTS[*]}" >"$dir/hosts"
@@ -273,19 +276,20 @@ cmd_up() {
       [ $ok -eq 1 ] || break
       start_netns_daemon "$dir" "slurmd-$h" "$h" "$dir/run/slurmd-$h.pid" slurmd -D -N "$h" -f "$SLURM_CONF" || ok=0
     done
-    [ $ok -eq 1 ] || { tail -n 20 "$dir"/log/slurm* >&2 || true; cmd_down "$dir"; exit 1; }
+    [ $ok -eq 1 ] || { tail -n 20 "$dir"/log/slurm* >&2 || true; exit 1; }
   else
     start_daemon "$dir" slurmctld slurmctld -D -f "$SLURM_CONF"
     start_daemon "$dir" slurmd slurmd -D -f "$SLURM_CONF"
   fi
   if ! wait_for $START_TIMEOUT_S ctld_up || ! wait_for $START_TIMEOUT_S node_idle; then
-    say "slurmctld/slurmd did not come up"; tail -n 20 "$dir"/log/slurm* >&2 || true; cmd_down "$dir"; exit 1
+    say "slurmctld/slurmd did not come up"; tail -n 20 "$dir"/log/slurm* >&2 || true; exit 1
   fi
   if [ ${#HOSTS[@]} -gt 0 ]; then
     say "up: nodes ${HOSTS[*]} ($cpus CPUs each), slurmctld on ${ADDRS[0]}:$ctld_port, slurmd on :$slurmd_port, in $dir"
   else
     say "up: node $node, $cpus CPUs, slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, in $dir"
   fi
+  trap - EXIT
   echo "SLURM_TEST_DIR=$dir"
   echo "SLURM_CONF=$SLURM_CONF"
 }

@@ -70,7 +70,7 @@ job=(run examples/digits/job.yaml --steps $steps --set log.interval=10)
 for script in braid-srun braid-mpirun; do
   out=$SLURM_TEST_DIR/$script-%j.out
   id=$(on_host sbatch --parsable --job-name="$script" --output="$out" \
-         --nodes=2 --ntasks-per-node=2 --overcommit "$root/deploy/slurm/$script.sbatch" "${job[@]}" | cut -d';' -f1)
+         --nodes=2 --ntasks=4 --ntasks-per-node=2 --overcommit "$root/deploy/slurm/$script.sbatch" "${job[@]}" | cut -d';' -f1)
   [ -n "$id" ] || { fail "sbatch $script.sbatch was refused"; continue; }
   out=${out/\%j/$id}
   result=$(wait_job "$id")
