@@ -36,7 +36,8 @@ std::string default_bind_host(const store::Store& store, const std::string& name
   if (server.empty()) return TransportOptions{}.bind_host;
   const std::string what = fmt::format("init_rpc('{}'): choosing where RPC over TCP listens", name);
   const std::string iface = security::interface_toward(server, what);
-  const std::string host = security::interface_ipv4(iface, fmt::format("{} (toward the store's host {})", what, server));
+  const std::string host =
+      security::interface_ipv4(iface, fmt::format("{} (toward the store's host {})", what, server));
   logging::get("braid.rpc")->debug("init_rpc('{}'): listening on {} ({}, the interface toward the store's host {})",
                                    name, host, iface, server);
   return host;

@@ -1,5 +1,6 @@
-// Which network a job's ranks talk over, chosen in the environment: what a job spanning machines must set,
-// since braid's own TCP traffic stays on loopback by default (docs/DEPLOY.md, "Choosing the network").
+// Which network a job's ranks talk over, chosen in the environment (docs/DEPLOY.md, "Choosing the network").
+// Unset, gloo and RPC over TCP take the interface toward the store's host by themselves (loopback on one
+// host); these variables are for when that route is not the network the job should use.
 //
 //   BRAID_SOCKET_IFNAME  one interface, e.g. "eth1": the gloo groups' TCP device, and the address the RPC
 //                        tcp transport listens on (the interface's IPv4 address)
@@ -15,8 +16,8 @@
 namespace braid::runtime {
 
 struct NetworkChoice {
-  std::vector<std::string> gloo_devices;  // empty: gloo's default, "lo" (collectives::GroupOptions::devices)
-  std::string rpc_bind_host;              // empty: the tcp transport's default, 127.0.0.1 (TransportOptions)
+  std::vector<std::string> gloo_devices;  // empty: gloo's default, toward the store's host (GroupOptions::devices)
+  std::string rpc_bind_host;              // empty: init_rpc's default, toward the store's host (rpc/api.h)
 };
 
 // Reads the variables above. Throws InvalidArgument naming the variable and the interface when the

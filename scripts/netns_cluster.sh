@@ -26,14 +26,19 @@
 #     namespace (UCX and Open MPI list /sys/class/net); /proc/sys/kernel/random/boot_id reads the host's own
 #     random id (braid's shared-memory host identity and UCX's system id include it; without it UCX would
 #     take shared memory between "hosts").
-#   No PID namespace: process ids are shared between hosts (braid's shm liveness check compares PID
-#   namespaces, so it never treats another host's process as its own).
+#   - anchor process     `braid-cluster-${name}-hN infinity` (a sleep) inside the host's namespaces, until
+#     `down`: `exec` enters the host through /proc/PID/ns/, which works from inside another host too (mpirun
+#     on bh1 starting daemons on bh2 through scripts/netns_rsh_agent.sh).
+#   No PID namespace: process ids are shared between hosts, so a process can see and signal another host's
+#   processes (a real cluster cannot; UCX's shared-memory transports use /proc/PID links, which is why the
+#   boot id above matters).
 # Link shaping (--rate, --delay): a tbf of rate R on both ends of each host's veth, so that every host sends
 # and receives at most R; a netem delay of D on the host's side, so one hop between two hosts takes D. R and D
-# are tc's units: 1gbit, 8gbit (1 GB/s), 20us.
+# are tc's units: 1gbit, 8gbit (1 GB/s), 20us. A kernel without netem (CONFIG_NET_SCH_NETEM; this project's
+# CI VM has none) refuses --delay with a message, before any link changes.
 #
-# Everything lives under /run/braid-cluster-${name}/: the namespace files (uts.N, mnt.N), hosts, boot_id.N,
-# hostfile.SLOTS and `size`. `down` removes the namespaces ${name}-* and that folder, and nothing else.
+# Everything lives under /run/braid-cluster-${name}/: the namespace files (uts.N, mnt.N), anchor.N (PIDs),
+# hosts, boot_id.N, hostfile.SLOTS and `size`. `down` removes the namespaces ${name}-* and that folder, and nothing else.
 # Callers put `netns_cluster.sh down` in a trap; `up` itself undoes a half-made cluster when it fails.
 set -euo pipefail
 
@@ -305,7 +310,9 @@ cmd_exec() {
   shift
   local pid
   pid=$(anchor_pid "$n") || die "exec: host $(host_name "$n")'s anchor process is gone; run 'netns_cluster.sh up' again"
-  nsenter --target "$pid" --net --uts --mount --wd="$cwd" -- "$@"
+  # exec: the command replaces this shell (the caller's PID is the command's, signals reach it directly, and
+  # no shell stays behind to read this file again when the command ends).
+  exec nsenter --target "$pid" --net --uts --mount --wd="$cwd" -- "$@"
 }
 
 cmd_status() {

@@ -73,7 +73,9 @@ std::string interface_toward(const std::string& host, const std::string& what) {
       if (fd >= 0) ::close(fd);
     }
   } udp;
-  if (udp.fd < 0) BRAID_THROW(CommError, "{}: socket() to find the route to '{}': {}", what, host, std::strerror(errno));
+  if (udp.fd < 0) {
+    BRAID_THROW(CommError, "{}: socket() to find the route to '{}': {}", what, host, std::strerror(errno));
+  }
   const int fd = udp.fd;
   // connect() on a UDP socket only picks the route and the source address; no packet leaves.
   sockaddr_in to{};

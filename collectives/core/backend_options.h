@@ -27,7 +27,7 @@ struct BackendOptions {
   // empty means the whole world.
   std::vector<int> global_ranks;
   // gloo: worker lanes (torch's `threads`, default 2) and the network interfaces to use, round-robin
-  // over ops (default {"lo"}).
+  // over ops (default: the interface toward the store's host, "lo" on one host; gloo_devices.h).
   int threads = 2;
   std::vector<std::string> devices;
   // mpi: allreduces of more bytes than this run as consecutive MPI_Iallreduce calls on chunks of at most

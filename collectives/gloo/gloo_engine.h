@@ -1,9 +1,9 @@
 // GlooEngine: the Gloo engine (Debian's libgloo, TCP transport; core/engine.h).
 //
 // Bootstrap: through the group's braid Store (BackendOptions.store, already prefixed per group), one gloo
-// context per device (BackendOptions.devices, interface names, default {"lo"}; at most one per lane),
-// connected full-mesh, with keys under "gloo/context<c>/"; send/recv get one more context ("gloo/p2p/",
-// on the next device). The lanes (BackendOptions.threads, torch's `threads`, default 2) share the
+// context per device (BackendOptions.devices, interface names; default: gloo_devices.h default_interface;
+// at most one per lane), connected full-mesh, with keys under "gloo/context<c>/"; send/recv get one more
+// context ("gloo/p2p/", on the next device). The lanes (BackendOptions.threads, torch's `threads`, default 2) share the
 // contexts round-robin, lane i on context i mod contexts, as torch's worker threads do. Construction ends
 // with a gloo barrier on every context, so a returned group is fully connected on every rank (torch's
 // _create_process_group_gloo runs a barrier for the same reason); that barrier uses no sequence number.

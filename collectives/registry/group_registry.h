@@ -54,7 +54,7 @@ inline const GroupPtr kNonGroupMember = nullptr;
 struct GroupOptions {
   Millis timeout = kDefaultCollectiveTimeout;
   int threads = 2;                   // gloo worker lanes
-  std::vector<std::string> devices;  // gloo interfaces (empty: the engine's default, "lo")
+  std::vector<std::string> devices;  // gloo interfaces (empty: the interface toward the store's host, "lo" on one host)
   int cuda_device = -1;              // nccl (-1: local rank modulo the device count)
   std::optional<Millis> stall_warn;  // the stall watchdog (unset: BRAID_STALL_WARN_S, else 60 s; 0: off)
 };

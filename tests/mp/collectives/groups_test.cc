@@ -4,6 +4,7 @@
 // new_subgroups, round-robin groups (torch's _round_robin_process_groups), broadcast_coalesced, the store
 // barrier's timeout, and destroy + init again on the same store. Each case initializes the registry on the
 // fixture's private store and destroys it at the end.
+#include <filesystem>
 #include <dirent.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <unistd.h>
@@ -346,9 +347,11 @@ TEST_CASE_METHOD(MpFixture, "groups: destroy, then init again on the same store"
 }
 
 TEST_CASE_METHOD(MpFixture, "groups: init_process_group through an init method (file://, mpirun)", "[groups]") {
-  // file://: rank 0 names a fresh file; every rank opens the same one.
+  // file://: rank 0 names a fresh file; every rank opens the same one. In TMPDIR: across hosts that is a
+  // folder they share (tests/multihost/run_multihost.sh), as file:// needs a shared file system.
   if (rank() == 0) {
-    store()->set("path", fmt::format("/tmp/braid-groups-{}-{}", ::getpid(), std::rand()));
+    store()->set("path", (std::filesystem::temp_directory_path() /
+                          fmt::format("braid-groups-{}-{}", ::getpid(), std::rand())).string());
   }
   const std::string path = store()->get_string("path");
   for (const std::string& method : {std::string("file://") + path, std::string("mpirun")}) {
