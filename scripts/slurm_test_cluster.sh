@@ -12,12 +12,24 @@
 # touches another cluster or a system Slurm. The daemons run in the foreground of background jobs (-F, -D),
 # so $! is the daemon itself. Settings: SLURM_TEST_CPUS (default: the machine's), SLURM_TEST_BASE (/tmp;
 # keep it short: unix socket paths under it must fit in 107 bytes).
+#
+# Several nodes: with SLURM_TEST_NETNS=1, the nodes are the hosts of a running namespace cluster
+# (scripts/netns_cluster.sh up; BRAID_CLUSTER_NAME picks which): slurmctld runs on its first host, one
+# slurmd on every host (NodeName bhN, NodeAddr 198.18.0.N), munged in the machine's own namespaces (its
+# socket is a file, which every host sees). DIR is then under /run (the hosts have a /tmp of their own),
+# and clients (sbatch, srun, scontrol) must run on a host: `netns_cluster.sh exec bh1 sbatch ...`; DIR/hosts
+# lists the nodes. The daemons' PIDs come from their pid files (they run under nsenter).
 set -euo pipefail
 
 readonly PACKAGES=(munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins libpmix-dev)
 readonly EXIT_SKIP=77
 readonly START_TIMEOUT_S=20
 readonly STOP_TIMEOUT_S=10
+NETNS_CLUSTER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/netns_cluster.sh"
+readonly NETNS_CLUSTER
+# The namespace cluster's hosts (SLURM_TEST_NETNS=1), read by `up` and `down`; empty for one node.
+HOSTS=()
+ADDRS=()
 
 say() { echo "slurm_test_cluster: $*" >&2; }
 
@@ -63,8 +75,17 @@ loopback_params() {
   esac
 }
 
+# Runs a Slurm client where the cluster can be reached: on the first host of a namespace cluster, else here.
+on_ctld_host() {
+  if [ ${#HOSTS[@]} -gt 0 ]; then bash "$NETNS_CLUSTER" exec --cwd / "${HOSTS[0]}" "$@"; else "$@"; fi
+}
+
 write_config() {
   local dir=$1 node=$2 cpus=$3 ctld_port=$4 slurmd_port=$5
+  if [ ${#HOSTS[@]} -gt 0 ]; then
+    write_netns_config "$@"
+    return
+  fi
   cat >"$dir/slurm.conf" <<EOF
 # A one-node test cluster written by scripts/slurm_test_cluster.sh; everything under $dir.
 ClusterName=braidtest
@@ -103,6 +124,52 @@ PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
+# The nodes are the namespace cluster's hosts: each host's name resolves to its own address there, so
+# NoInAddrAny binds every daemon to its host's 198.18.0.N. Per-node spool, pid and log files (%n).
+write_netns_config() {
+  local dir=$1 cpus=$3 ctld_port=$4 slurmd_port=$5 i nodes
+  nodes=$(IFS=,; echo "${HOSTS[*]}")
+  {
+    cat <<EOF
+# A ${#HOSTS[@]}-node test cluster on the hosts of a namespace cluster, written by scripts/slurm_test_cluster.sh;
+# everything under $dir.
+ClusterName=braidtest
+SlurmctldHost=${HOSTS[0]}(${ADDRS[0]})
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+EOF
+    for i in "${!HOSTS[@]}"; do
+      echo "NodeName=${HOSTS[$i]} NodeAddr=${ADDRS[$i]} CPUs=$cpus State=UNKNOWN"
+    done
+    echo "PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP"
+  } >"$dir/slurm.conf"
+}
+
 # Starts "$@" in the background with its output in a log, and records its PID in $dir/pids.
 start_daemon() {
   local dir=$1 name=$2
@@ -122,13 +189,63 @@ wait_for() {
   done
 }
 
-node_idle() { sinfo -h -N -o '%t' | grep -qx idle; }
+# Every node idle.
+node_idle() {
+  local states
+  states=$(on_ctld_host sinfo -h -N -o '%t') || return 1
+  [ -n "$states" ] && [ -z "$(grep -vx idle <<<"$states")" ]
+}
+
+ctld_up() { on_ctld_host scontrol ping | grep -q UP; }
+
+# Starts a daemon on host $3 of the namespace cluster and records the PID that its pid file $4 names
+# (nsenter stays in between, so $! is not the daemon).
+start_netns_daemon() {
+  local dir=$1 name=$2 host=$3 pidfile=$4
+  shift 4
+  bash "$NETNS_CLUSTER" exec --cwd / "$host" "$@" </dev/null >"$dir/log/$name.out" 2>&1 &
+  if ! wait_for $START_TIMEOUT_S test -s "$pidfile"; then
+    say "$name on $host wrote no pid file $pidfile"
+    return 1
+  fi
+  echo "$name $(cat "$pidfile")" >>"$dir/pids"
+}
+
+# slurmd initialises its cgroup plugin whatever the proctrack plugin, and a host's /sys is a sysfs of its
+# own network namespace, without the machine's cgroup mounts: mount the same hierarchies there (idempotent;
+# the mounts stay with the host's mount namespace until the cluster goes).
+mirror_cgroup_mounts() {
+  awk '$2 ~ "^/sys/fs/cgroup(/|$)" {print $3, $2, $4}' /proc/self/mounts |
+    bash "$NETNS_CLUSTER" exec --cwd / "$1" sh -euc '
+      while read -r type point opts; do
+        mountpoint -q "$point" && continue
+        mkdir -p "$point"
+        mount -t "$type" -o "$opts" "$type" "$point"
+      done'
+}
+
+# The namespace cluster's hosts and addresses; exit 77 when none is up.
+read_netns_hosts() {
+  local env BRAID_CLUSTER_HOSTS="" BRAID_CLUSTER_ADDRS=""
+  env=$(bash "$NETNS_CLUSTER" env 2>/dev/null) || { say "SLURM_TEST_NETNS=1 but no namespace cluster is up"; exit $EXIT_SKIP; }
+  eval "$env"
+  read -r -a HOSTS <<<"$BRAID_CLUSTER_HOSTS"
+  read -r -a ADDRS <<<"$BRAID_CLUSTER_ADDRS"
+  [ ${#HOSTS[@]} -gt 0 ] && [ ${#HOSTS[@]} -eq ${#ADDRS[@]} ] || { say "cannot read the namespace cluster's hosts"; exit 1; }
+}
 
 cmd_up() {
   local base=${SLURM_TEST_BASE:-/tmp} node cpus dir ctld_port slurmd_port
+  if [ "${SLURM_TEST_NETNS:-0}" = 1 ]; then
+    read_netns_hosts
+    base=${SLURM_TEST_BASE:-/run}
+  fi
   node=$(hostname -s)
   cpus=${SLURM_TEST_CPUS:-$(nproc)}
   dir=$(mktemp -d "$base/braid-slurm.XXXXXX")
+  # Any failure from here on (set -e included) takes down what was started and the folder.
+  # shellcheck disable=SC2064  # $dir is meant to be expanded now
+  trap "cmd_down '$dir'" EXIT
   # munged insists on a socket directory that everyone can traverse and only root can write.
   chmod 0711 "$dir"
   mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/run" "$dir/log"
@@ -145,33 +262,56 @@ cmd_up() {
     --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed"
   if ! wait_for $START_TIMEOUT_S test -S "$dir/munge/munge.socket" ||
      ! wait_for $START_TIMEOUT_S sh -c "munge -S '$dir/munge/munge.socket' -n | unmunge -S '$dir/munge/munge.socket'"; then
-    say "munged did not come up"; tail -n 20 "$dir"/log/munged.* >&2 || true; cmd_down "$dir"; exit 1
+    say "munged did not come up"; tail -n 20 "$dir"/log/munged.* >&2 || true; exit 1
   fi
-  start_daemon "$dir" slurmctld slurmctld -D -f "$SLURM_CONF"
-  start_daemon "$dir" slurmd slurmd -D -f "$SLURM_CONF"
-  if ! wait_for $START_TIMEOUT_S sh -c 'scontrol ping | grep -q UP' || ! wait_for $START_TIMEOUT_S node_idle; then
-    say "slurmctld/slurmd did not come up"; tail -n 20 "$dir"/log/slurm* >&2 || true; cmd_down "$dir"; exit 1
+  if [ ${#HOSTS[@]} -gt 0 ]; then
+    echo "${HOSTS[*]}" >"$dir/hosts"
+    local ok=1 h
+    for h in "${HOSTS[@]}"; do
+      mkdir -p "$dir/spool/$h"
+      mirror_cgroup_mounts "$h"
+    done
+    start_netns_daemon "$dir" slurmctld "${HOSTS[0]}" "$dir/run/slurmctld.pid" slurmctld -D -f "$SLURM_CONF" || ok=0
+    for h in "${HOSTS[@]}"; do
+      [ $ok -eq 1 ] || break
+      start_netns_daemon "$dir" "slurmd-$h" "$h" "$dir/run/slurmd-$h.pid" slurmd -D -N "$h" -f "$SLURM_CONF" || ok=0
+    done
+    [ $ok -eq 1 ] || { tail -n 20 "$dir"/log/slurm* >&2 || true; exit 1; }
+  else
+    start_daemon "$dir" slurmctld slurmctld -D -f "$SLURM_CONF"
+    start_daemon "$dir" slurmd slurmd -D -f "$SLURM_CONF"
   fi
-  say "up: node $node, $cpus CPUs, slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, in $dir"
+  if ! wait_for $START_TIMEOUT_S ctld_up || ! wait_for $START_TIMEOUT_S node_idle; then
+    say "slurmctld/slurmd did not come up"; tail -n 20 "$dir"/log/slurm* >&2 || true; exit 1
+  fi
+  if [ ${#HOSTS[@]} -gt 0 ]; then
+    say "up: nodes ${HOSTS[*]} ($cpus CPUs each), slurmctld on ${ADDRS[0]}:$ctld_port, slurmd on :$slurmd_port, in $dir"
+  else
+    say "up: node $node, $cpus CPUs, slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, in $dir"
+  fi
+  trap - EXIT
   echo "SLURM_TEST_DIR=$dir"
   echo "SLURM_CONF=$SLURM_CONF"
 }
+
+no_jobs_left() { [ -z "$(on_ctld_host squeue -h 2>/dev/null)" ]; }
 
 # True while PID $1 is alive, not a zombie, and its command line names our directory $2.
 ours_alive() {
   local pid=$1 dir=$2
   [ -r "/proc/$pid/cmdline" ] || return 1
   [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$dir"
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir"
 }
 
 cmd_down() {
   local dir=${1:?usage: slurm_test_cluster.sh down DIR}
   [ -f "$dir/pids" ] || { say "no $dir/pids: nothing to stop"; return 0; }
   export SLURM_CONF=$dir/slurm.conf
+  [ -f "$dir/hosts" ] && read -r -a HOSTS <"$dir/hosts"
   # Jobs first, while the daemons can still end them; then the daemons, slurmd before slurmctld before munged.
-  scancel --quiet --full "--partition=debug" 2>/dev/null || true
-  wait_for $STOP_TIMEOUT_S sh -c '[ -z "$(squeue -h 2>/dev/null)" ]' || say "jobs still queued; stopping anyway"
+  on_ctld_host scancel --quiet --full "--partition=debug" 2>/dev/null || true
+  wait_for $STOP_TIMEOUT_S no_jobs_left || say "jobs still queued; stopping anyway"
   local name pid sig
   for sig in TERM KILL; do
     while read -r name pid; do

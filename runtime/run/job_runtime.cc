@@ -138,6 +138,8 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   rpc_up_ = true;
   logging::get("braid.run")->debug("joined the job: {} ranks, backend {}, rpc {}", world_size_,
                                    to_string(job.backend), o.transport);
+  // Once per job, where every rank runs: what an operator checks first on a multi-node job.
+  if (is_driver()) logging::get("braid.run")->info("{} ranks on {}", world_size_, RankService::instance().placement());
 }
 
 void JobRuntime::shutdown_rpc(bool graceful) {

@@ -231,6 +231,27 @@ std::string RankService::local_failed_peer(bool dead_only) const {
   return fmt::format("{}", fmt::join(gone, "; "));
 }
 
+std::string RankService::placement() const {
+  std::map<std::string, std::vector<int>> by_host;  // sorted by name: the same line on every rank
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [r, where] : processes_) by_host[where.first].push_back(r);
+  }
+  if (by_host.size() == 1) return fmt::format("1 host ({})", by_host.begin()->first);
+  std::vector<std::string> hosts;
+  for (const auto& [host, ranks] : by_host) {
+    std::vector<std::string> runs;  // 0-3,6
+    for (size_t i = 0; i < ranks.size();) {
+      size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      runs.push_back(j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+      i = j + 1;
+    }
+    hosts.push_back(fmt::format("{}: {} {}", host, ranks.size() == 1 ? "rank" : "ranks", fmt::join(runs, ",")));
+  }
+  return fmt::format("{} hosts ({})", by_host.size(), fmt::join(hosts, "; "));
+}
+
 bool RankService::job_ending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ending_ || stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -96,6 +97,9 @@ class RankService {
   // other ranks on this host whose process is gone, has exited or is stopped; "" when none is. With
   // `dead_only`, only the gone and exited ones (a stopped peer may still be continued).
   std::string local_failed_peer(bool dead_only = false) const;
+  // Where the ranks run, from read_processes(): "2 hosts (bh1: ranks 0-1; bh2: ranks 2-3)", or
+  // "1 host (vm)"; ranks in runs.
+  std::string placement() const;
 
   // Releases contexts older than `ttl`; returns how many (also called by the serve loop).
   static size_t sweep_contexts(std::chrono::steady_clock::duration ttl);

@@ -21,6 +21,7 @@
 #include "runtime/run/pause_watch.h"
 #include "runtime/run/rank_service.h"
 #include "runtime/run/signals.h"
+#include "store/hash_store.h"
 #include "tensor/compare.h"
 #include "tensor/factory.h"
 #include "tests/unit/dist_autograd/solo_rpc.h"
@@ -112,6 +113,18 @@ TEST_CASE("run: a pause counts only within the window asked for", "[runtime][run
   CHECK(p->length == std::chrono::seconds(6));
   CHECK(PauseWatch::describe_recent(std::chrono::seconds(20)).rfind("this process did not run for 6.0 s", 0) == 0);
   PauseWatch::record({std::chrono::seconds(1), now - std::chrono::hours(1)});  // leave nothing recent behind
+
+TEST_CASE("run: the placement line groups ranks by host, in runs", "[runtime][run]") {
+  store::HashStore store;
+  // As publish_process() writes them: "<host> <pid>".
+  const char* where[] = {"bh2 11", "bh1 12", "bh1 13", "bh2 14", "bh1 15", "bh2 16", "bh1 17"};
+  for (int r = 0; r < 7; ++r) store.set("braid/process/" + std::to_string(r), store::to_bytes(where[r]));
+  RankService::instance().read_processes(store, 7);
+  CHECK(RankService::instance().placement() == "2 hosts (bh1: ranks 1-2,4,6; bh2: ranks 0,3,5)");
+  store::HashStore one;
+  one.set("braid/process/0", store::to_bytes("vm 21"));
+  RankService::instance().read_processes(one, 1);
+  CHECK(RankService::instance().placement() == "1 host (vm)");
 }
 
 TEST_CASE("run: contexts older than the TTL are swept, younger ones kept", "[runtime][run]") {
