@@ -113,6 +113,7 @@ TEST_CASE("run: a pause counts only within the window asked for", "[runtime][run
   CHECK(p->length == std::chrono::seconds(6));
   CHECK(PauseWatch::describe_recent(std::chrono::seconds(20)).rfind("this process did not run for 6.0 s", 0) == 0);
   PauseWatch::record({std::chrono::seconds(1), now - std::chrono::hours(1)});  // leave nothing recent behind
+}
 
 TEST_CASE("run: the placement line groups ranks by host, in runs", "[runtime][run]") {
   store::HashStore store;
