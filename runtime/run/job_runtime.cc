@@ -138,10 +138,11 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   rpc_up_ = true;
   // The transport and why, once per job (every rank chose the same, or init_rpc failed naming them).
   const rpc::RpcAgent& agent = rpc::current_agent();
+  // "(rpc.transport tcp)" when asked for, "(rpc.transport auto: braid was built with UCX ...)" when chosen.
+  const std::string why = agent.transport_reason() == "asked for" ? o.transport : agent.transport_reason();
   logging::get("braid.run")->log(rank_ == 0 ? spdlog::level::info : spdlog::level::debug,
-                                 "joined the job: {} ranks, backend {}, rpc over {} (rpc.transport {}: {})",
-                                 world_size_, to_string(job.backend), agent.transport_name(), o.transport,
-                                 agent.transport_reason());
+                                 "joined the job: {} ranks, backend {}, rpc over {} (rpc.transport {})", world_size_,
+                                 to_string(job.backend), agent.transport_name(), why);
 }
 
 void JobRuntime::shutdown_rpc(bool graceful) {

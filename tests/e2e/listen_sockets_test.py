@@ -173,9 +173,11 @@ def main():
         problems = run_case("braid launch", [braid, "launch", "-n", "6", "--", braid] + args +
                             ["--set", "rpc.transport=tcp"], env, braid, 7)
         # The default transport (auto: ucx when built with it, whose listeners are UCX's own, bound to an
-        # interface's address like every other): the store and the status server answer as braid's.
+        # interface's address, never a wildcard): at least the store answers as braid's (UCX's listeners are
+        # up before the driver's status server, so the sampling may end before that one is; the launch case
+        # checks it).
         problems += run_case("mpirun", [mpiexec, "-np", "6", "--oversubscribe", "--mca", "btl", "self,vader",
-                                        braid] + args, env, braid, 2)
+                                        braid] + args, env, braid, 1)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
