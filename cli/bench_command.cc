@@ -67,10 +67,12 @@ void add_rpc_command(CLI::App& bench, bench::RpcBenchOptions& o) {
       "rpc",
       "Time RPC calls from worker0 to worker1: rpc_sync latency (p50/p99) of an empty call and of a 64-byte "
       "tensor echo, echo throughput of 1 MiB and 16 MiB tensors, remote + to_here latency, and rpc_async calls/s "
-      "with --in-flight calls outstanding; prints a table with the issue's targets and a 'RESULT rpc ...' line per "
-      "row. Run it as 2 processes: mpirun -np 2 braid bench rpc (or an env:// job: RANK, WORLD_SIZE, "
+      "with --in-flight calls outstanding, and the large echoes over a plain loopback TCP socket (the tcp transport's "
+      "reference, printed as a ratio); prints a table with the issue's targets and a 'RESULT rpc ...' line per row. Run it as 2 processes: mpirun -np 2 braid bench rpc (or an env:// job: RANK, WORLD_SIZE, "
       "MASTER_ADDR, MASTER_PORT). bench/run_rpc_bench.sh puts PyTorch's TensorPipe agent next to it.");
-  c->add_option("--transport", o.transport, "RPC transport")->capture_default_str()->check(CLI::IsMember({"tcp", "ucx"}));
+  c->add_option("--transport", o.transport, "RPC transport: auto (ucx when braid was built with it, else tcp), tcp or ucx")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "tcp", "ucx"}));
   c->add_option("-n,--iters", o.iters, "Timed calls per latency row (empty, echo 64 B, remote + to_here)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -107,7 +109,9 @@ void add_dist_autograd_command(CLI::App& bench, bench::DistAutogradBenchOptions&
       "Run it as 2 processes: mpirun -np 2 --bind-to none braid bench dist-autograd (or an env:// job: RANK, "
       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT). bench/run_dist_autograd_bench.sh puts PyTorch's "
       "torch.distributed.autograd next to it.");
-  c->add_option("--transport", o.transport, "RPC transport")->capture_default_str()->check(CLI::IsMember({"tcp", "ucx"}));
+  c->add_option("--transport", o.transport, "RPC transport: auto (ucx when braid was built with it, else tcp), tcp or ucx")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "tcp", "ucx"}));
   c->add_option("-n,--iters", o.iters, "Timed iterations per row")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("-w,--warmup", o.warmup, "Untimed iterations per row first")
       ->capture_default_str()

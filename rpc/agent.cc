@@ -1,5 +1,6 @@
-// RpcAgent: joining the job, sending requests and matching replies, deadlines and peer failures, and the
-// client side of calls. Serving requests is in agent_serve.cc, graceful shutdown in agent_shutdown.cc.
+// RpcAgent: sending requests and matching replies, deadlines and peer failures, and the client side of
+// calls. Joining the job is in agent_join.cc, serving requests in agent_serve.cc, graceful shutdown in
+// agent_shutdown.cc.
 #include "rpc/agent.h"
 
 #include <fmt/format.h>
@@ -19,18 +20,6 @@ using Clock = std::chrono::steady_clock;
 constexpr uint8_t kTargetFunction = 0;
 constexpr uint8_t kTargetMethod = 1;
 
-// The published entry of a worker: its name and transport address, or an error that stops the others
-// from waiting for it (a duplicate name).
-std::vector<uint8_t> encode_entry(const std::string& name, const std::vector<uint8_t>& address,
-                                  const std::string& error) {
-  std::vector<uint8_t> out;
-  MetaWriter w(out);
-  w.str(name);
-  w.str(std::string(address.begin(), address.end()));
-  w.str(error);
-  return out;
-}
-
 }  // namespace
 
 RpcAgent::RpcAgent(std::string name, int id, int world_size, std::shared_ptr<store::Store> store,
@@ -47,7 +36,12 @@ RpcAgent::RpcAgent(std::string name, int id, int world_size, std::shared_ptr<sto
   BRAID_CHECK_ARG(options_.rpc_timeout.count() > 0, "init_rpc: rpc_timeout must be positive, got {} ms",
                   options_.rpc_timeout.count());
   BRAID_CHECK_ARG(store_ != nullptr, "init_rpc: worker '{}' needs a store", self_.name);
-  transport_ = transport ? std::move(transport) : create_transport(options_.transport, options_.transport_options);
+  if (transport) {
+    transport_ = std::move(transport);
+    transport_reason_ = "given to the agent";
+  } else {
+    transport_ = create_transport(options_.transport, options_.transport_options, &transport_reason_);
+  }
   rrefs_ = std::make_shared<RRefContext>(this, self_);
   join_job(*store_);
   pool_ = std::make_unique<ThreadPool>(options_.num_worker_threads, fmt::format("rpc pool of {}", self_.name));
@@ -62,8 +56,8 @@ RpcAgent::RpcAgent(std::string name, int id, int world_size, std::shared_ptr<sto
   }
   transport_->add_peers(peers);
   transport_->start(self_.id, std::move(handlers));
-  logging::get("braid.rpc")->debug("{} (id {}) joined an RPC job of {} workers over {}", self_.name, self_.id,
-                                   world_size_, transport_->name());
+  logging::get("braid.rpc")->info("{} (id {}) joined an RPC job of {} workers over {} ({})", self_.name, self_.id,
+                                  world_size_, transport_->name(), transport_reason_);
 }
 
 RpcAgent::~RpcAgent() {
@@ -71,43 +65,6 @@ RpcAgent::~RpcAgent() {
     shutdown(false);
   } catch (const std::exception& e) {
     logging::get("braid.rpc")->error("{}: shutdown in the destructor failed: {}", self_.name, e.what());
-  }
-}
-
-void RpcAgent::join_job(store::Store& store) {
-  const auto taken = store.compare_set("names/" + self_.name, {}, store::to_bytes(std::to_string(self_.id)));
-  const std::string owner_id = store::to_string(taken);
-  std::string error;
-  if (owner_id != std::to_string(self_.id)) {
-    error = fmt::format("RPC worker name '{}' is already taken by worker {}", self_.name, owner_id);
-  }
-  const auto taken_id = store.compare_set("ids/" + std::to_string(self_.id), {}, store::to_bytes(self_.name));
-  if (error.empty() && store::to_string(taken_id) != self_.name) {
-    error = fmt::format("RPC worker id {} is already taken by worker '{}'", self_.id, store::to_string(taken_id));
-  }
-  store.set("workers/" + std::to_string(self_.id), encode_entry(self_.name, transport_->local_address(), error));
-  if (!error.empty()) BRAID_THROW(InvalidArgument, "init_rpc: {}", error);
-
-  std::vector<std::string> keys;
-  for (int i = 0; i < world_size_; ++i) keys.push_back("workers/" + std::to_string(i));
-  std::vector<store::Bytes> entries;
-  try {
-    entries = store.multi_get(keys, options_.join_timeout);
-  } catch (const TimeoutError& e) {
-    BRAID_THROW(TimeoutError, "init_rpc: worker '{}' waited {} ms for all {} workers to join: {}", self_.name,
-                options_.join_timeout.count(), world_size_, e.what());
-  }
-  workers_.resize(static_cast<size_t>(world_size_));
-  addresses_.resize(static_cast<size_t>(world_size_));
-  for (int i = 0; i < world_size_; ++i) {
-    MetaReader r(entries[static_cast<size_t>(i)]);
-    std::string name = r.str("worker name");
-    std::string address = r.str("worker address");
-    std::string peer_error = r.str("worker error");
-    BRAID_CHECK_ARG(peer_error.empty(), "init_rpc: worker {} failed to join: {}", i, peer_error);
-    workers_[static_cast<size_t>(i)] = WorkerInfo{name, i};
-    addresses_[static_cast<size_t>(i)].assign(address.begin(), address.end());
-    ids_by_name_.emplace(name, i);
   }
 }
 

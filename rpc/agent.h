@@ -40,7 +40,9 @@
 namespace braid::rpc {
 
 struct RpcAgentOptions {
-  std::string transport = "tcp";  // "tcp" or "ucx"
+  // "auto" (ucx when braid was built with it, else tcp), "tcp" or "ucx"; every worker of a job must end up
+  // on the same one (init fails naming both otherwise). rpc/transport.h choose_transport.
+  std::string transport = "auto";
   int num_worker_threads = 8;
   Millis rpc_timeout{60'000};     // default per-call timeout (PyTorch: 60 s)
   Millis join_timeout{300'000};   // init and graceful-shutdown barriers
@@ -79,6 +81,8 @@ class RpcAgent {
   }
   Registry& registry() const { return registry_; }
   std::string transport_name() const { return transport_->name(); }
+  // Why this transport: "asked for", "auto: braid was built with UCX ...", "given to the agent".
+  const std::string& transport_reason() const { return transport_reason_; }
   // Worker `id`'s transport address as published at join ("127.0.0.1:41234" for tcp).
   const std::vector<uint8_t>& address_of(int id) const { return addresses_.at(static_cast<size_t>(id)); }
 
@@ -173,6 +177,7 @@ class RpcAgent {
   std::vector<std::vector<uint8_t>> addresses_;  // transport addresses, by id
   std::map<std::string, int, std::less<>> ids_by_name_;
   std::unique_ptr<Transport> transport_;
+  std::string transport_reason_;
   std::shared_ptr<RRefContext> rrefs_;
 
   mutable std::mutex mu_;

@@ -1,6 +1,6 @@
 // The process-wide RPC API, as torch.distributed.rpc: one agent per process, started by init_rpc.
 //
-//   RpcBackendOptions opts;                 // transport "tcp" (default) or "ucx", threads, timeout, rendezvous
+//   RpcBackendOptions opts;                 // transport "auto" (default), "tcp" or "ucx", threads, timeout, ...
 //   opts.init_method = "file:///tmp/job";   // or env:// (MASTER_ADDR/PORT), tcp://host:port, or opts.store
 //   init_rpc("worker0", rank, world_size, opts);
 //   Value sum = rpc_sync("worker1", "add", {Value(t1), Value(t2)});
@@ -27,7 +27,7 @@
 namespace braid::rpc {
 
 struct RpcBackendOptions {
-  std::string transport = "tcp";
+  std::string transport = "auto";  // "auto" (ucx when built with it, else tcp), "tcp" or "ucx"
   int num_worker_threads = 8;
   Millis rpc_timeout{60'000};
   std::string init_method = "env://";

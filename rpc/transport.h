@@ -89,8 +89,22 @@ class Transport {
   Transport() = default;
 };
 
-// Creates a transport by name ("tcp", "ucx"); InvalidArgument names the known ones (ucx only when built
-// with UCX).
-std::unique_ptr<Transport> create_transport(const std::string& name, const TransportOptions& options);
+// Which transport a requested name means, and why (for the startup log and for the error a job whose
+// workers disagree gets). "auto", the default, is ucx when braid was built with UCX, which then picks
+// shared memory between workers on one host and the network between hosts, and tcp otherwise; "tcp" and
+// "ucx" are taken as asked. InvalidArgument for another name, or "ucx" in a build without it, naming the
+// names this build knows.
+struct TransportChoice {
+  std::string name;    // "tcp" or "ucx"
+  std::string reason;  // "auto: braid was built with UCX 1.13.1 (...)", "asked for"
+};
+TransportChoice choose_transport(const std::string& requested);
+
+// Creates the transport `requested` stands for (choose_transport). When "auto" picked ucx and UCX cannot
+// start here (no usable device, a broken UCX configuration), it logs a warning and falls back to tcp,
+// saying so in `reason`; an explicit "ucx" fails instead. `reason`, when given, receives why the transport
+// was chosen.
+std::unique_ptr<Transport> create_transport(const std::string& requested, const TransportOptions& options,
+                                            std::string* reason = nullptr);
 
 }  // namespace braid::rpc

@@ -56,8 +56,8 @@ std::shared_ptr<nn::Linear> make_linear(int64_t in, int64_t out, uint64_t seed) 
 
 void check_options(const DistAutogradBenchOptions& o) {
   BRAID_CHECK_ARG(!o.model_class.empty(), "bench dist-autograd: no model class given");
-  BRAID_CHECK_ARG(o.transport == "tcp" || o.transport == "ucx",
-                  "bench dist-autograd: unknown transport '{}' (tcp or ucx)", o.transport);
+  BRAID_CHECK_ARG(o.transport == "auto" || o.transport == "tcp" || o.transport == "ucx",
+                  "bench dist-autograd: unknown transport '{}' (auto, tcp or ucx)", o.transport);
   BRAID_CHECK_ARG(o.iters >= 1 && o.warmup >= 0 && o.batch >= 1 && o.features >= 1 && o.threads >= 1 &&
                       o.rpc_threads >= 1 && o.timeout_s >= 1 && o.timeline >= 0,
                   "bench dist-autograd: --iters, --batch, --features, --threads, --rpc-threads and --timeout must be "
@@ -377,7 +377,7 @@ DistAutogradBenchReport run_dist_autograd_bench(const DistAutogradBenchOptions& 
   try {
     std::string preamble = fmt::format("# braid bench dist-autograd: transport {}, 2 workers (launcher {}): worker0 "
                                        "drives, worker1 owns the model\n",
-                                       o.transport, job.launcher);
+                                       rpc::current_agent().transport_name(), job.launcher);
     preamble += read_bench_workers(job, "bench/dist_autograd/who");
     emit(preamble);
     report = run_dist_autograd_bench_caller(rpc::get_worker_info("worker1"), o,

@@ -43,7 +43,7 @@ namespace braid::bench {
 inline constexpr const char* kDistAutogradBenchModel = "bench.RemoteLinear";
 
 struct DistAutogradBenchOptions {
-  std::string transport = "tcp";  // "tcp" or "ucx"
+  std::string transport = "auto";  // "auto" (ucx when built with it, else tcp), "tcp" or "ucx"
   int iters = 200;                // timed iterations per row
   int warmup = 5;                 // untimed iterations per row, before the timed ones
   int64_t batch = 64;

@@ -8,11 +8,14 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "base/check.h"
 #include "base/logging.h"
 #include "bench/bench_job.h"
+#include "bench/rpc/socket_echo.h"
 #include "rpc/api.h"
+#include "store/store.h"
 #include "tensor/factory.h"
 
 namespace braid::bench {
@@ -180,8 +183,8 @@ struct Caller {
 };
 
 void check_options(const RpcBenchOptions& o) {
-  BRAID_CHECK_ARG(o.transport == "tcp" || o.transport == "ucx", "bench rpc: unknown transport '{}' (tcp or ucx)",
-                  o.transport);
+  BRAID_CHECK_ARG(o.transport == "auto" || o.transport == "tcp" || o.transport == "ucx",
+                  "bench rpc: unknown transport '{}' (auto, tcp or ucx)", o.transport);
   BRAID_CHECK_ARG(o.iters >= 1 && o.echo_iters >= 1 && o.async_calls >= 1 && o.in_flight >= 1 && o.threads >= 1 &&
                       o.timeout_s >= 1 && o.warmup >= 0,
                   "bench rpc: --iters, --echo-iters, --async-calls, --in-flight, --threads and --timeout must be "
@@ -190,16 +193,19 @@ void check_options(const RpcBenchOptions& o) {
                   o.iters, o.echo_iters, o.async_calls, o.in_flight, o.threads, o.timeout_s, o.warmup);
 }
 
-std::string preamble(const RpcBenchOptions& o, const BenchJob& job, const std::string& who) {
-  std::string out = fmt::format("# braid bench rpc: transport {}, 2 workers (launcher {}): worker0 calls, worker1 "
-                                "serves; {} worker threads each\n",
-                                o.transport, job.launcher, o.threads);
+std::string preamble(const RpcBenchOptions& o, const BenchJob& job, const rpc::RpcAgent& agent,
+                     const std::string& who) {
+  std::string out = fmt::format("# braid bench rpc: transport {} (--transport {}: {}), 2 workers (launcher {}): "
+                                "worker0 calls, worker1 serves; {} worker threads each\n",
+                                agent.transport_name(), o.transport, agent.transport_reason(), job.launcher, o.threads);
   out += who;
   out += fmt::format("# latency rows: {} warm-up calls, then {} calls each timed alone (large echoes: {} warm-up, {} "
                      "timed); percentiles by nearest rank\n",
                      o.warmup, o.iters, std::min(o.warmup, kLargeWarmup), o.echo_iters);
   out += "# echo payload GB/s = tensor bytes / mean round trip, counted one way (the tensor crosses the wire twice "
          "per call)\n";
+  out += "# plain socket echo: the same echo over one blocking loopback TCP socket (no braid framing), the tcp "
+         "transport's reference\n";
   out += fmt::format("# async: {} empty rpc_async calls with {} in flight (a new call each time the oldest "
                      "completes); calls/s = calls / elapsed\n",
                      o.async_calls, o.in_flight);
@@ -225,6 +231,7 @@ RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo&
   Caller c{agent, callee, o};
   RpcBenchReport report;
   report.transport = agent.transport_name();
+  report.transport_reason = agent.transport_reason();
   report.threads = o.threads;
   report.in_flight = o.in_flight;
   // One row: its measurement, or the error that stopped it (the rows are independent).
@@ -246,6 +253,12 @@ RpcBenchReport run_rpc_bench_caller(rpc::RpcAgent& agent, const rpc::WorkerInfo&
   for (int64_t elements : {kSmallElements, int64_t{1} << 18, int64_t{1} << 22}) {  // 64 B, 1 MiB, 16 MiB
     run("echo", elements * 4, [&] { return c.echo(elements); });
   }
+  if (o.socket_port > 0) {
+    for (int64_t bytes : {int64_t{1} << 20, int64_t{16} << 20}) {
+      run("socket_echo", bytes,
+          [&] { return socket_echo_row(o.socket_port, bytes, std::min(o.warmup, kLargeWarmup), o.echo_iters); });
+    }
+  }
   run("remote_to_here", kSmallElements * 4, [&] { return c.remote_to_here(); });
   run("async", 0, [&] { return c.async_calls(); });
   return report;
@@ -256,6 +269,16 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
   const BenchJob job =
       join_two_process_bench("rpc", "worker0 calls, worker1 serves", o.init_method, o.timeout_s);
   publish_bench_worker(job, "bench/rpc/who");
+  // worker1 serves the plain-socket reference while it serves RPC; worker0 learns its port.
+  std::optional<SocketEchoServer> socket_server;
+  RpcBenchOptions opts = o;
+  if (job.rank == 1) {
+    socket_server.emplace();
+    job.store->set("bench/rpc/socket_port", store::to_bytes(std::to_string(socket_server->port())));
+  } else {
+    opts.socket_port = std::stoi(store::to_string(
+        job.store->get("bench/rpc/socket_port", std::chrono::milliseconds(int64_t{o.timeout_s} * 1000))));
+  }
 
   register_rpc_bench_functions(rpc::global_registry());
   rpc::RpcBackendOptions options;
@@ -272,8 +295,9 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
     return report;
   }
   try {
-    emit(preamble(o, job, read_bench_workers(job, "bench/rpc/who")) + format_rpc_bench_header());
-    report = run_rpc_bench_caller(rpc::current_agent(), rpc::get_worker_info("worker1"), o,
+    emit(preamble(o, job, rpc::current_agent(), read_bench_workers(job, "bench/rpc/who")) +
+         format_rpc_bench_header());
+    report = run_rpc_bench_caller(rpc::current_agent(), rpc::get_worker_info("worker1"), opts,
                                   [&](const RpcBenchReport& r, const RpcBenchRow& row) {
                                     emit(format_rpc_bench_row(r, row));
                                   });
@@ -292,7 +316,7 @@ RpcBenchReport run_rpc_bench(const RpcBenchOptions& o, const std::function<void(
   const auto first = std::find_if(report.rows.begin(), report.rows.end(), bad);
   if (first != report.rows.end()) {
     BRAID_THROW(Error, "bench rpc over {}: {} of {} rows failed or had failed calls; the first, {} of {} bytes: {}",
-                o.transport, std::count_if(report.rows.begin(), report.rows.end(), bad), report.rows.size(), first->op,
+                report.transport, std::count_if(report.rows.begin(), report.rows.end(), bad), report.rows.size(), first->op,
                 first->bytes, first->error);
   }
   return report;

@@ -1,5 +1,9 @@
 #include "rpc/ucx/ucx_context.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -52,13 +56,32 @@ void default_config(ucp_config_t* config, const char* name, const char* value) {
   }
 }
 
+// The network interface holding IPv4 address `host` ("lo" for 127.x), or "" when `host` is no address of
+// this machine's (a host name, an address elsewhere).
+std::string interface_of(const std::string& host) {
+  in_addr want{};
+  if (inet_pton(AF_INET, host.c_str(), &want) != 1) return "";
+  if ((ntohl(want.s_addr) >> 24) == 127) return "lo";
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (const ifaddrs* i = list; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == want.s_addr) name = i->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;
+}
+
 }  // namespace
 
-UcxContext::UcxContext() {
+UcxContext::UcxContext(const std::string& bind_host) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) BRAID_THROW(CommError, "ucx transport: reading the UCX configuration failed: {}", status_text(st));
   default_config(config, "KEEPALIVE_INTERVAL", "5s");
+  const std::string device = interface_of(bind_host);
+  if (!device.empty()) default_config(config, "NET_DEVICES", device.c_str());
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;

@@ -40,7 +40,12 @@ WorkerAddresses unpack_addresses(const std::vector<uint8_t>& bytes, const std::s
 //   UCX_KEEPALIVE_INTERVAL=5s  a silent peer host is noticed in seconds rather than UCX's default 20 s
 class UcxContext {
  public:
-  UcxContext();
+  // Unless the environment sets UCX_NET_DEVICES, UCX's network devices follow `bind_host`, the address the
+  // tcp transport would listen on (TransportOptions::bind_host, BRAID_SOCKET_IFNAME's under braid run):
+  // loopback keeps a one-host job's UCX listeners on `lo` (its peers are reached through shared memory,
+  // the failure monitors through tcp on loopback) instead of on every interface; the address of an
+  // interface takes that interface. Anything else (a host name) leaves UCX's default, every device.
+  explicit UcxContext(const std::string& bind_host);
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;
   UcxContext& operator=(const UcxContext&) = delete;

@@ -41,7 +41,7 @@ UcxTransport::UcxTransport(const TransportOptions& options, size_t fetch_budget)
       fetch_budget_(fetch_budget),
       secret_(options.secret ? *options.secret : security::job_secret()),
       nonce_(security::fresh_nonce()) {
-  context_ = std::make_unique<UcxContext>();
+  context_ = std::make_unique<UcxContext>(options_.bind_host);
   data_worker_ = std::make_unique<UcxWorker>(*context_);
   monitor_worker_ = std::make_unique<UcxWorker>(*context_);
   address_ = pack_addresses({data_worker_->address(), monitor_worker_->address(), nonce_});

@@ -15,7 +15,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string to_string(RpcTransport v) { return v == RpcTransport::Tcp ? "tcp" : "ucx"; }
 std::string to_string(Partition v) { return v == Partition::Interleaved ? "interleaved" : "contiguous"; }
 
 json optional_json(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
@@ -138,6 +137,14 @@ std::string to_string(DataKind v) {
   return "?";
 }
 
+std::string to_string(RpcTransport v) {
+  switch (v) {
+    case RpcTransport::Auto: return "auto";
+    case RpcTransport::Tcp: return "tcp";
+    case RpcTransport::Ucx: return "ucx";
+  }
+  return "?";
+}
 std::string to_string(ShardingStrategy v) {
   switch (v) {
     case ShardingStrategy::FullShard: return "full_shard";

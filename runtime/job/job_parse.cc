@@ -106,7 +106,8 @@ class Parser {
 
   void rpc(const json& value, RpcSpec& out) {
     Fields f(value, "rpc", {"transport", "timeout_s"});
-    f.read_enum<RpcTransport>("transport", out.transport, {{"tcp", RpcTransport::Tcp}, {"ucx", RpcTransport::Ucx}});
+    f.read_enum<RpcTransport>("transport", out.transport,
+                              {{"auto", RpcTransport::Auto}, {"tcp", RpcTransport::Tcp}, {"ucx", RpcTransport::Ucx}});
     f.read("timeout_s", out.timeout_s);
     require_duration(out.timeout_s, f.path("timeout_s"));
   }

@@ -2,7 +2,7 @@
 //
 //   name: hybrid                      # default: the file's stem
 //   backend: gloo                     # mpi | gloo | nccl: the default process group and DDP/FSDP's
-//   rpc: {transport: tcp, timeout_s: 60}
+//   rpc: {transport: auto, timeout_s: 60}
 //   roles: {trainers: [0, 1, 2, 3], workers: [4], master: 5}   # or counts: {trainers: 4, workers: 1, master: 1}
 //   plugins: [libmy_losses.so]        # shared libraries that register models, losses, data kinds, comm hooks
 //   model: {kind: hybrid, args: {...}}                        # or {kind: sequential, layers: [...]}
@@ -35,7 +35,8 @@
 namespace braid::runtime {
 
 enum class Backend { Mpi, Gloo, Nccl };
-enum class RpcTransport { Tcp, Ucx };
+// Auto: ucx when braid was built with UCX, else tcp (rpc/transport.h choose_transport).
+enum class RpcTransport { Auto, Tcp, Ucx };
 enum class DdpMode { None, Inside, Outside };
 // Registered: a loss a plugin registers, named by JobSpec::loss_name (runtime/models/loss.h).
 enum class LossKind { CrossEntropy, Mse, WeightedSum, Registered };
@@ -56,7 +57,7 @@ struct RolesSpec {
 };
 
 struct RpcSpec {
-  RpcTransport transport = RpcTransport::Tcp;
+  RpcTransport transport = RpcTransport::Auto;
   double timeout_s = 60;  // the default timeout of every RPC
 };
 
@@ -225,5 +226,6 @@ std::string to_string(LossKind v);
 std::string to_string(OptimizerKind v);
 std::string to_string(DataKind v);
 std::string to_string(ShardingStrategy v);
+std::string to_string(RpcTransport v);
 
 }  // namespace braid::runtime

@@ -125,7 +125,7 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
 
   rpc::RpcBackendOptions o;
   o.store = store_;
-  o.transport = job.rpc.transport == RpcTransport::Ucx ? "ucx" : "tcp";
+  o.transport = to_string(job.rpc.transport);
   o.rpc_timeout = rpc::Millis(seconds_to_ms(job.rpc.timeout_s));
   o.num_worker_threads = kRpcThreads;
   if (!net.rpc_bind_host.empty()) o.transport_options.bind_host = net.rpc_bind_host;
@@ -136,8 +136,13 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   o.on_peer_failure = [](int peer, const std::string& reason) { RankService::instance().on_peer_failure(peer, reason); };
   rpc::init_rpc(worker_name(rank_), rank_, world_size_, o);
   rpc_up_ = true;
-  logging::get("braid.run")->debug("joined the job: {} ranks, backend {}, rpc {}", world_size_,
-                                   to_string(job.backend), o.transport);
+  // The transport and why, once per job (every rank chose the same, or init_rpc failed naming them).
+  const rpc::RpcAgent& agent = rpc::current_agent();
+  // "(rpc.transport tcp)" when asked for, "(rpc.transport auto: braid was built with UCX ...)" when chosen.
+  const std::string why = agent.transport_reason() == "asked for" ? o.transport : agent.transport_reason();
+  logging::get("braid.run")->log(rank_ == 0 ? spdlog::level::info : spdlog::level::debug,
+                                 "joined the job: {} ranks, backend {}, rpc over {} (rpc.transport {})", world_size_,
+                                 to_string(job.backend), agent.transport_name(), why);
   // Once per job, where every rank runs: what an operator checks first on a multi-node job.
   if (is_driver()) logging::get("braid.run")->info("{} ranks on {}", world_size_, RankService::instance().placement());
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bench/rpc/rpc_bench.h"
+#include "bench/rpc/socket_echo.h"
 #include "rpc/agent.h"
 #include "rpc/registry.h"
 #include "tensor/factory.h"
@@ -92,17 +93,18 @@ TEST_CASE("latency summary: min, nearest-rank p50 and p99, max, mean", "[bench][
 }
 
 TEST_CASE("braid's targets are attached to the right rows", "[bench][bench_rpc]") {
-  CHECK(rpc_bench_target(row("empty", 0, 60, 1000))->met);
-  CHECK_FALSE(rpc_bench_target(row("empty", 0, 60.5, 1000))->met);
+  CHECK(rpc_bench_target(row("empty", 0, 40, 1000))->met);
+  CHECK_FALSE(rpc_bench_target(row("empty", 0, 40.5, 1000))->met);
   CHECK(rpc_bench_target(row("remote_to_here", 64, 99, 1000))->met);
   CHECK_FALSE(rpc_bench_target(row("remote_to_here", 64, 101, 1000))->met);
-  CHECK(rpc_bench_target(row("echo", 16 << 20, 9000, 100, 2.0))->met);
-  CHECK_FALSE(rpc_bench_target(row("echo", 16 << 20, 9000, 100, 1.99))->met);
+  CHECK(rpc_bench_target(row("echo", 16 << 20, 9000, 100, 4.0))->met);
+  CHECK_FALSE(rpc_bench_target(row("echo", 16 << 20, 9000, 100, 3.99))->met);
+  CHECK_FALSE(rpc_bench_target(row("socket_echo", 16 << 20, 9000, 100, 9.0)).has_value());
   CHECK_FALSE(rpc_bench_target(row("echo", 64, 20, 1000)).has_value());
   CHECK_FALSE(rpc_bench_target(row("echo", 1 << 20, 900, 1000, 1.0)).has_value());
-  CHECK(rpc_bench_target(row("async", 0, 0, 50000))->met);
-  CHECK_FALSE(rpc_bench_target(row("async", 0, 0, 49999))->met);
-  CHECK(rpc_bench_target(row("async", 0, 0, 1))->key == "calls_per_s>=50000");
+  CHECK(rpc_bench_target(row("async", 0, 0, 100000))->met);
+  CHECK_FALSE(rpc_bench_target(row("async", 0, 0, 99999))->met);
+  CHECK(rpc_bench_target(row("async", 0, 0, 1))->key == "calls_per_s>=100000");
 }
 
 TEST_CASE("the table and the RESULT lines carry every row", "[bench][bench_rpc]") {
@@ -110,29 +112,64 @@ TEST_CASE("the table and the RESULT lines carry every row", "[bench][bench_rpc]"
   report.transport = "tcp";
   report.threads = 4;
   report.in_flight = 64;
-  report.rows = {row("empty", 0, 41.25, 20000), row("echo", 16 << 20, 7000, 140, 2.4),
-                 row("remote_to_here", 64, 120, 8000), row("async", 0, 0, 51000)};
-  report.rows.back().has_latency = false;
+  report.rows = {row("empty", 0, 31.25, 20000), row("echo", 16 << 20, 3800, 260, 4.4),
+                 row("remote_to_here", 64, 120, 8000), row("async", 0, 0, 101000),
+                 row("socket_echo", 16 << 20, 3400, 300, 5.0)};
+  report.rows[3].has_latency = false;
   const std::string table = format_rpc_bench_table(report);
-  CHECK_THAT(table, Catch::Contains("rpc_sync empty") && Catch::Contains("p50 <= 60 us: met"));
-  CHECK_THAT(table, Catch::Contains("16 MiB") && Catch::Contains("2.400 GB/s") && Catch::Contains(">= 2 GB/s: met"));
+  CHECK_THAT(table, Catch::Contains("rpc_sync empty") && Catch::Contains("p50 <= 40 us: met"));
+  CHECK_THAT(table, Catch::Contains("16 MiB") && Catch::Contains("4.400 GB/s") && Catch::Contains(">= 4 GB/s: met"));
   CHECK_THAT(table, Catch::Contains("remote+to_here") && Catch::Contains("p50 <= 100 us: MISSED"));
-  CHECK_THAT(table, Catch::Contains("rpc_async x64 empty") && Catch::Contains("51000 calls/s"));
+  CHECK_THAT(table, Catch::Contains("rpc_async x64 empty") && Catch::Contains("101000 calls/s"));
+  CHECK_THAT(table, Catch::Contains("plain socket echo") && Catch::Contains("5.000 GB/s"));
+  CHECK_THAT(table, Catch::Contains("# tcp echo 16 MiB / plain socket echo: 0.88x (tcp goal >= 0.8x: met)"));
   CHECK_THAT(table, Catch::Contains("# targets met: 3 of 4"));
 
   const auto results = parse_results(format_rpc_bench_results(report));
-  REQUIRE(results.size() == 4);
+  REQUIRE(results.size() == 5);
   CHECK(results[0].at("transport") == "tcp");
   CHECK(results[0].at("op") == "empty");
-  CHECK(results[0].at("p50_us") == "41.25");
-  CHECK(results[0].at("target") == "p50_us<=60");
+  CHECK(results[0].at("p50_us") == "31.25");
+  CHECK(results[0].at("target") == "p50_us<=40");
   CHECK(results[0].at("met") == "1");
   CHECK(results[1].at("bytes") == std::to_string(16 << 20));
-  CHECK(results[1].at("payload_gbs") == "2.4000");
+  CHECK(results[1].at("payload_gbs") == "4.4000");
+  CHECK(results[1].at("vs_socket") == "0.8800");
   CHECK(results[2].at("met") == "0");
   CHECK(results[3].count("p50_us") == 0);  // async: no per-call latency
   CHECK(results[3].at("in_flight") == "64");
-  CHECK(results[3].at("calls_per_s") == "51000.0");
+  CHECK(results[3].at("calls_per_s") == "101000.0");
+  CHECK(results[4].at("op") == "socket_echo");
+  CHECK(results[4].at("payload_gbs") == "5.0000");
+  CHECK(results[4].count("target") == 0);
+
+  // Below the goal it says so; the goal is the tcp transport's alone.
+  report.rows[1].payload_gbs = 3.9;
+  CHECK_THAT(format_rpc_bench_table(report), Catch::Contains("0.78x (tcp goal >= 0.8x: MISSED)"));
+  report.transport = "ucx";
+  const std::string ucx = format_rpc_bench_table(report);
+  CHECK_THAT(ucx, Catch::Contains("# ucx echo 16 MiB / plain socket echo: 0.78x\n"));
+}
+
+TEST_CASE("the plain-socket reference echoes through the job's handshake", "[bench][bench_rpc]") {
+  SocketEchoServer server;
+  REQUIRE(server.port() > 0);
+  const RpcBenchRow r = socket_echo_row(server.port(), 3 << 20, 1, 3);
+  CHECK(r.op == "socket_echo");
+  CHECK(r.bytes == 3 << 20);
+  CHECK(r.calls == 3);
+  CHECK(r.error.empty());
+  CHECK(r.payload_gbs == Approx(static_cast<double>(r.bytes) / (r.mean_us * 1e3)));
+  CHECK(r.min_us <= r.p50_us);
+  // The server serves one connection after another.
+  CHECK(socket_echo_row(server.port(), 1, 0, 1).calls == 1);
+  // A server that has gone away fails the row loudly, naming the step.
+  int gone_port = 0;
+  {
+    SocketEchoServer gone;
+    gone_port = gone.port();
+  }
+  CHECK_THROWS_WITH(socket_echo_row(gone_port, 1, 0, 1), Catch::Contains("connect to 127.0.0.1"));
 }
 
 TEST_CASE("the caller's measurements run end to end between two agents", "[bench][bench_rpc]") {
@@ -142,12 +179,15 @@ TEST_CASE("the caller's measurements run end to end between two agents", "[bench
   register_rpc_bench_functions(registry);
   register_rpc_bench_functions(registry);  // twice is harmless
   AgentJob job(2, registry, {}, transport);
-  const RpcBenchOptions o = tiny_options();
+  SocketEchoServer socket_server;
+  RpcBenchOptions o = tiny_options();
+  o.socket_port = socket_server.port();
   const RpcBenchReport report = run_rpc_bench_caller(job[0], job[0].worker("worker1"), o);
 
-  REQUIRE(report.rows.size() == 6);
+  REQUIRE(report.rows.size() == 8);
   const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"empty", 0}, {"echo", 64}, {"echo", 1 << 20}, {"echo", 16 << 20}, {"remote_to_here", 64}, {"async", 0}};
+      {"empty", 0},          {"echo", 64},          {"echo", 1 << 20},          {"echo", 16 << 20},
+      {"socket_echo", 1 << 20}, {"socket_echo", 16 << 20}, {"remote_to_here", 64}, {"async", 0}};
   for (size_t i = 0; i < expected.size(); ++i) {
     const auto& r = report.rows[i];
     INFO("row " << i << ": " << r.op << " " << r.bytes);
@@ -170,9 +210,14 @@ TEST_CASE("the caller's measurements run end to end between two agents", "[bench
       CHECK(r.min_us <= r.mean_us);
       CHECK(r.mean_us <= r.max_us);
     }
-    if (r.op == "echo") CHECK(r.payload_gbs == Approx(static_cast<double>(r.bytes) / (r.mean_us * 1e3)));
+    if (r.op == "echo" || r.op == "socket_echo") {
+      CHECK(r.payload_gbs == Approx(static_cast<double>(r.bytes) / (r.mean_us * 1e3)));
+    }
   }
-  CHECK(parse_results(format_rpc_bench_results(report)).size() == 6);
+  // The large echoes carry their ratio to the plain socket's.
+  CHECK(socket_ratio(report, report.rows[3]) == Approx(report.rows[3].payload_gbs / report.rows[5].payload_gbs));
+  CHECK_FALSE(socket_ratio(report, report.rows[1]).has_value());  // no 64-byte socket row
+  CHECK(parse_results(format_rpc_bench_results(report)).size() == 8);
   job.shutdown_all(true);
   // Every remote() value was deleted on its owner once the caller dropped its RRef.
   CHECK(job[1].leaked_rrefs() == 0);

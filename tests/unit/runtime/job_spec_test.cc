@@ -36,7 +36,8 @@ TEST_CASE("a minimal job gets every default", "[job]") {
   CHECK(job.file == "job.yaml");
   CHECK(job.name == "job");  // the stem of the origin
   CHECK(job.backend == Backend::Gloo);
-  CHECK(job.rpc.transport == RpcTransport::Tcp);
+  CHECK(job.rpc.transport == RpcTransport::Auto);  // ucx when built with it, else tcp (issue 33)
+  CHECK(to_json(job)["rpc"]["transport"] == "auto");
   CHECK(job.rpc.timeout_s == 60);
   CHECK(job.roles.trainers == std::vector<int>{0, 1});
   CHECK(job.roles.workers.empty());
@@ -65,6 +66,16 @@ TEST_CASE("a minimal job gets every default", "[job]") {
   CHECK(job.failure.timeout_s == 60);
   CHECK_FALSE(job.failure.stall_warn_s.has_value());  // BRAID_STALL_WARN_S, else 60 s, decides
   CHECK(job.status_file == "/jobs/.braid-status-job");
+}
+
+TEST_CASE("rpc.transport is auto, tcp or ucx, and nothing else", "[job]") {
+  CHECK(parse(std::string(kMinimal) + "rpc: {transport: auto}\n").rpc.transport == RpcTransport::Auto);
+  CHECK(parse(std::string(kMinimal) + "rpc: {transport: tcp}\n").rpc.transport == RpcTransport::Tcp);
+  CHECK(parse(std::string(kMinimal) + "rpc: {transport: ucx}\n").rpc.transport == RpcTransport::Ucx);
+  CHECK(to_string(RpcTransport::Tcp) == "tcp");
+  CHECK(to_string(RpcTransport::Ucx) == "ucx");
+  CHECK_THROWS_WITH(parse(std::string(kMinimal) + "rpc: {transport: tensorpipe}\n"),
+                    Contains("tensorpipe") && Contains("auto"));
 }
 
 TEST_CASE("YAML scalars keep their types in the model's arguments", "[job]") {
