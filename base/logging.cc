@@ -1,4 +1,5 @@
 #include "base/logging.h"
+#include "base/quiet_timeouts.h"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -153,7 +154,16 @@ void init_from_env() {
   read_env_locked(r);
 }
 
+namespace {
+thread_local int t_quiet_timeouts = 0;
+}  // namespace
+
+QuietTimeouts::QuietTimeouts() { ++t_quiet_timeouts; }
+QuietTimeouts::~QuietTimeouts() { --t_quiet_timeouts; }
+bool QuietTimeouts::active() { return t_quiet_timeouts > 0; }
+
 void dump_backtrace() {
+  if (QuietTimeouts::active()) return;
   std::vector<std::shared_ptr<spdlog::logger>> loggers;
   {
     std::lock_guard<std::mutex> lock(registry().mu);

@@ -20,6 +20,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "base/quiet_timeouts.h"
 #include "rpc/agent.h"
 
 namespace braid::rpc {
@@ -39,10 +40,15 @@ void RpcAgent::wait_for_peers(const std::vector<std::string>& keys, Clock::time_
   for (;;) {
     const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
     try {
+      // A slice that times out is the normal case while peers are still working: no log backtrace for it.
+      logging::QuietTimeouts quiet;
       store_->wait(keys, std::clamp(left, Millis(1), kBarrierSlice));
       return;
     } catch (const TimeoutError&) {
-      if (Clock::now() >= deadline) throw;
+      if (Clock::now() >= deadline) {
+        logging::dump_backtrace();
+        throw;
+      }
     }
     const std::vector<int> absent = missing();
     const std::map<int, std::string> dead = dead_peers();

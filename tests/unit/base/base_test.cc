@@ -17,6 +17,7 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/quiet_timeouts.h"
 
 namespace braid {
 namespace {
@@ -324,6 +325,23 @@ TEST_CASE("log: identity appears in every line; backtrace keeps debug lines", "[
     logging::dump_backtrace();
     logger->flush();
     CHECK_THAT(cap.finish(), Catch::Contains("hidden detail 7"));
+  }
+  logger->debug("kept for later {}", 8);
+  {
+    // A poll's expected timeouts dump nothing; the lines stay for the dump of the one that gives up.
+    StderrCapture cap;
+    {
+      logging::QuietTimeouts quiet;
+      logging::dump_backtrace();
+    }
+    logger->flush();
+    CHECK_THAT(cap.finish(), !Catch::Contains("kept for later"));
+  }
+  {
+    StderrCapture cap;
+    logging::dump_backtrace();
+    logger->flush();
+    CHECK_THAT(cap.finish(), Catch::Contains("kept for later 8"));
   }
 }
 
