@@ -80,16 +80,22 @@ on_ctld_host() {
   if [ ${#HOSTS[@]} -gt 0 ]; then bash "$NETNS_CLUSTER" exec --cwd / "${HOSTS[0]}" "$@"; else "$@"; fi
 }
 
+# slurm.conf: one node on loopback, or (HOSTS set) the namespace cluster's hosts, each of whose name resolves
+# to its own address there, so that NoInAddrAny binds every daemon to its host's 198.18.0.N; those get
+# per-node spool, pid and log files (%n).
 write_config() {
-  local dir=$1 node=$2 cpus=$3 ctld_port=$4 slurmd_port=$5
+  local dir=$1 node=$2 cpus=$3 ctld_port=$4 slurmd_port=$5 ctld per_node="" i
   if [ ${#HOSTS[@]} -gt 0 ]; then
-    write_netns_config "$@"
-    return
+    ctld="${HOSTS[0]}(${ADDRS[0]})"
+    per_node="-%n"
+  else
+    ctld="$node(127.0.0.1)"
   fi
-  cat >"$dir/slurm.conf" <<EOF
-# A one-node test cluster written by scripts/slurm_test_cluster.sh; everything under $dir.
+  {
+    cat <<EOF
+# A test cluster written by scripts/slurm_test_cluster.sh; everything under $dir.
 ClusterName=braidtest
-SlurmctldHost=$node(127.0.0.1)
+SlurmctldHost=$ctld
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
@@ -98,11 +104,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool${per_node:+/%n}
 SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd.pid
+SlurmdPidFile=$dir/run/slurmd$per_node.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd$per_node.log
 SlurmctldDebug=info
 SlurmdDebug=info
 # No cgroups: the tracking and task plugins that need nothing from the machine.
@@ -118,55 +124,18 @@ MpiDefault=none
 ReturnToService=2
 # Finished jobs stay visible to scontrol for the test's polling.
 MinJobAge=600
-$(loopback_params "$node")
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
-}
-
-# The nodes are the namespace cluster's hosts: each host's name resolves to its own address there, so
-# NoInAddrAny binds every daemon to its host's 198.18.0.N. Per-node spool, pid and log files (%n).
-write_netns_config() {
-  local dir=$1 cpus=$3 ctld_port=$4 slurmd_port=$5 i nodes
-  nodes=$(IFS=,; echo "${HOSTS[*]}")
-  {
-    cat <<EOF
-# A ${#HOSTS[@]}-node test cluster on the hosts of a namespace cluster, written by scripts/slurm_test_cluster.sh;
-# everything under $dir.
-ClusterName=braidtest
-SlurmctldHost=${HOSTS[0]}(${ADDRS[0]})
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
-SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd-%n.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-MinJobAge=600
-CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
-EOF
-    for i in "${!HOSTS[@]}"; do
-      echo "NodeName=${HOSTS[$i]} NodeAddr=${ADDRS[$i]} CPUs=$cpus State=UNKNOWN"
-    done
-    echo "PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP"
+    if [ ${#HOSTS[@]} -gt 0 ]; then
+      echo "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"
+      for i in "${!HOSTS[@]}"; do
+        echo "NodeName=${HOSTS[$i]} NodeAddr=${ADDRS[$i]} CPUs=$cpus State=UNKNOWN"
+      done
+      echo "PartitionName=debug Nodes=$(IFS=,; echo "${HOSTS[*]}") Default=YES MaxTime=INFINITE State=UP"
+    else
+      loopback_params "$node"
+      echo "NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN"
+      echo "PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP"
+    fi
   } >"$dir/slurm.conf"
 }
 
