@@ -2,12 +2,24 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "base/check.h"
 #include "collectives/queue/flat_buffers.h"
 
 namespace braid::collectives::hier {
 
 namespace {
+
+// Moves `count` elements between flat (1-D, contiguous) buffers as raw memory, as every engine writes its
+// outputs: Tensor::copy_ would bump the output storage's version counter, and a collective must not (FSDP
+// gathers a parameter again into storage that autograd saved for backward).
+void copy_block(const Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count) {
+  const size_t esize = dst.element_size();
+  std::memcpy(static_cast<char*>(dst.data_ptr()) + static_cast<size_t>(dst_offset) * esize,
+              static_cast<const char*>(src.data_ptr()) + static_cast<size_t>(src_offset) * esize,
+              static_cast<size_t>(count) * esize);
+}
 
 // Scratch buffers up to this size stay with their lane for its later ops; larger ones are made per op, so
 // that a rare huge allgather does not keep its copy for the group's lifetime.
@@ -120,7 +132,7 @@ bool HierEngine::reduce_scatter(const Tensor& input, Tensor& output, EngineOp op
     for (int i = 0; i < local_size_; ++i) {
       for (int h = 0; h < hosts; ++h) {
         const int owner = layout_.hosts[static_cast<size_t>(h)][static_cast<size_t>(i)];
-        ordered.narrow(0, (int64_t{i} * hosts + h) * block, block).copy_(in.narrow(0, owner * block, block));
+        copy_block(ordered, (int64_t{i} * hosts + h) * block, in, owner * block, block);
       }
     }
   }
@@ -150,7 +162,7 @@ bool HierEngine::allgather(const Tensor& input, Tensor& output, const OpContext&
     for (int i = 0; i < local_size_; ++i) {
       for (int h = 0; h < hosts; ++h) {
         const int owner = layout_.hosts[static_cast<size_t>(h)][static_cast<size_t>(i)];
-        out.narrow(0, owner * block, block).copy_(gathered.narrow(0, (int64_t{i} * hosts + h) * block, block));
+        copy_block(out, owner * block, gathered, (int64_t{i} * hosts + h) * block, block);
       }
     }
   }

@@ -129,14 +129,20 @@ TEST_CASE_METHOD(MpFixture, "two levels: reduce_scatter and allgather keep the g
     const uint64_t scatters = hier_count(pg, "reduce_scatter");
     Tensor out = empty({block}, TensorOptions(DType::Float32));
     Tensor in = counting(size() * block, rank());
+    const uint64_t scattered_version = out.version();
     finish(pg->reduce_scatter_tensor(out, in));
+    CHECK(out.version() == scattered_version);
     CHECK_THAT(out, Equals(counting_sum(size() * block, size()).narrow(0, rank() * block, block).contiguous()));
     CHECK(hier_count(pg, "reduce_scatter") == scatters + (served ? 1 : 0));
 
     const uint64_t gathers = hier_count(pg, "allgather");
     Tensor all = empty({size() * block}, TensorOptions(DType::Float64));
     Tensor mine = counting(block, rank(), DType::Float64);
+    const uint64_t out_version = all.version();
     finish(pg->allgather_into_tensor(all, mine));
+    // A collective writes its output as raw memory, as every engine does: FSDP gathers a parameter again
+    // into storage that autograd saved for backward, which a version bump would refuse.
+    CHECK(all.version() == out_version);
     for (int r = 0; r < size(); ++r) {
       CHECK_THAT(all.narrow(0, r * block, block).contiguous(), Equals(counting(block, r, DType::Float64)));
     }
