@@ -18,11 +18,11 @@ using namespace driver_detail;
 
 void Driver::fail(int rank, const std::string& why) {
   std::string message = fmt::format("{} failed: {}", describe_rank(job_, rank), why);
-  // A driver that was itself stopped (or starved) past failure.timeout_s wakes to find that the others gave
-  // up on it: the failure is this rank's, and what it then sees is its consequence.
-  if (const std::string paused = PauseWatch::describe_recent(2 * ms(job_.failure.timeout_s) + std::chrono::seconds(5));
+  // A driver that was itself stopped (or starved) wakes to find that others gave up on it: the failure is
+  // likely this rank's, and what it then sees its consequence. Both are named.
+  if (const std::string paused = PauseWatch::describe_recent(PauseWatch::window_for(job_.failure.timeout_s));
       !paused.empty()) {
-    message = fmt::format("{} failed: {}, and the other ranks gave up on it; then {}",
+    message = fmt::format("{} failed: {}, and the other ranks may have given up on it; then {}",
                           describe_rank(job_, runtime_.rank()), paused, message);
   }
   if (failing_.exchange(true)) {

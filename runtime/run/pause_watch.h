@@ -38,6 +38,10 @@ class PauseWatch {
   // "this process did not run for 5.3 s (stopped, or starved of CPU), until 0.4 s ago", for the pause
   // recent() finds; "" when none.
   static std::string describe_recent(Clock::duration window);
+  // How long a pause stays relevant to a job's failure handling: while its peers may still be acting on
+  // it (their watchdogs fire failure.timeout_s after they last heard from this process, and the launcher's
+  // signals follow), twice failure.timeout_s and 5 s more.
+  static Clock::duration window_for(double failure_timeout_s);
   // For tests: records a pause as the thread would.
   static void record(Pause p);
 

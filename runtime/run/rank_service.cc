@@ -83,7 +83,7 @@ std::string RankService::serve_until_stop() {
       std::string why = fmt::format("the driver, {}, has not been heard from for {:g} s", describe_rank(job, driver),
                                     job.failure.timeout_s);
       // A rank that was itself stopped wakes to a silent driver: say so, the failure may be this rank's.
-      if (const std::string paused = PauseWatch::describe_recent(2 * timeout + seconds(5)); !paused.empty()) {
+      if (const std::string paused = PauseWatch::describe_recent(PauseWatch::window_for(job.failure.timeout_s)); !paused.empty()) {
         why = fmt::format("{} ({}); {}", describe_rank(job, rank_), paused, why);
       }
       why += "; exiting";

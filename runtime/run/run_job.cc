@@ -60,8 +60,8 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
   // Continued after a stop (mpirun sends SIGCONT with its SIGTERM), a rank finds peers that gave up on it:
   // the hang was its own. Only beside a failure: a starved rank that gets an operator's SIGTERM still stops
   // cleanly.
-  const auto window = std::chrono::milliseconds(static_cast<int64_t>(job.failure.timeout_s * 2000)) + std::chrono::seconds(5);
-  if (std::string paused = PauseWatch::describe_recent(window); !paused.empty() && !parts.empty()) {
+  if (std::string paused = PauseWatch::describe_recent(PauseWatch::window_for(job.failure.timeout_s));
+      !paused.empty() && !parts.empty()) {
     parts.insert(parts.begin(), fmt::format("{} hung: {}", describe_rank(job, self), paused));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
