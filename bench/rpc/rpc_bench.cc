@@ -93,14 +93,7 @@ RpcBenchRow time_each(std::string op, int64_t bytes, int warmup, int iters, Call
   if (row.failed_calls > 0) {
     row.error = fmt::format("{} of {} calls failed; the first: {}", row.failed_calls, warmup + iters, row.error);
   }
-  const LatencySummary sum = summarize_latencies(std::move(samples));
-  row.has_latency = true;
-  row.min_us = sum.min_us;
-  row.p50_us = sum.p50_us;
-  row.p99_us = sum.p99_us;
-  row.max_us = sum.max_us;
-  row.mean_us = sum.mean_us;
-  row.calls_per_s = 1e6 / sum.mean_us;
+  set_latencies(row, std::move(samples));
   return row;
 }
 

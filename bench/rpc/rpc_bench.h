@@ -90,6 +90,8 @@ struct LatencySummary {
   double min_us = 0, p50_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
 };
 LatencySummary summarize_latencies(std::vector<double> samples_us);
+// Fills `row`'s latency columns (min .. mean, has_latency) and calls_per_s from its round trips.
+void set_latencies(RpcBenchRow& row, std::vector<double> samples_us);
 
 // braid's latency or throughput target for this row ("p50 <= 40 us", ...; issue 33's, set for the default
 // transport) and whether the row meets it; empty for rows without a target (echo 64 B, echo 1 MiB, socket_echo).

@@ -54,6 +54,17 @@ LatencySummary summarize_latencies(std::vector<double> samples_us) {
   return s;
 }
 
+void set_latencies(RpcBenchRow& row, std::vector<double> samples_us) {
+  const LatencySummary sum = summarize_latencies(std::move(samples_us));
+  row.has_latency = true;
+  row.min_us = sum.min_us;
+  row.p50_us = sum.p50_us;
+  row.p99_us = sum.p99_us;
+  row.max_us = sum.max_us;
+  row.mean_us = sum.mean_us;
+  row.calls_per_s = 1e6 / sum.mean_us;
+}
+
 std::optional<RpcBenchTarget> rpc_bench_target(const RpcBenchRow& row) {
   if (row.op == "empty") return RpcBenchTarget{"p50 <= 40 us", "p50_us<=40", row.p50_us <= 40};
   if (row.op == "remote_to_here") return RpcBenchTarget{"p50 <= 100 us", "p50_us<=100", row.p50_us <= 100};

@@ -188,15 +188,8 @@ RpcBenchRow socket_echo_row(int port, int64_t bytes, int warmup, int iters) {
   row.op = "socket_echo";
   row.bytes = bytes;
   row.calls = iters;
-  const LatencySummary sum = summarize_latencies(std::move(samples));
-  row.has_latency = true;
-  row.min_us = sum.min_us;
-  row.p50_us = sum.p50_us;
-  row.p99_us = sum.p99_us;
-  row.max_us = sum.max_us;
-  row.mean_us = sum.mean_us;
-  row.calls_per_s = 1e6 / sum.mean_us;
-  row.payload_gbs = static_cast<double>(bytes) / (sum.mean_us * 1e3);
+  set_latencies(row, std::move(samples));
+  row.payload_gbs = static_cast<double>(bytes) / (row.mean_us * 1e3);
   return row;
 }
 
