@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <regex>
 #include <set>
@@ -21,6 +22,16 @@ constexpr int kMaxRank = 1 << 20;  // far beyond any job; keeps a typo like 1e9 
 
 const char* kRanksHint = "a rank list ([0, 1, 2]), a range (\"0-3\") or, for every role, counts";
 
+// Digits matched by append_range's pattern; a number past long's range is out of range too.
+long parse_rank(const std::string& digits, const std::string& key) {
+  long v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v >= kMaxRank) {
+    fail(key, fmt::format("rank {} is out of range (at most {})", digits, kMaxRank - 1));
+  }
+  return v;
+}
+
 // "3" or "0-3" (inclusive) at `key`.
 void append_range(const std::string& text, const std::string& key, std::vector<int>& out) {
   static const std::regex kRange{R"(\s*([0-9]+)\s*(-\s*([0-9]+)\s*)?)"};
@@ -28,10 +39,9 @@ void append_range(const std::string& text, const std::string& key, std::vector<i
   if (!std::regex_match(text, m, kRange)) {
     fail(key, fmt::format("'{}' is not a rank or a range like \"0-3\"", text));
   }
-  const long first = std::stol(m[1].str());
-  const long last = m[3].matched ? std::stol(m[3].str()) : first;
+  const long first = parse_rank(m[1].str(), key);
+  const long last = m[3].matched ? parse_rank(m[3].str(), key) : first;
   if (last < first) fail(key, fmt::format("the range '{}' is empty (it must read low-high)", text));
-  if (last >= kMaxRank) fail(key, fmt::format("rank {} is out of range (at most {})", last, kMaxRank - 1));
   for (long r = first; r <= last; ++r) out.push_back(static_cast<int>(r));
 }
 

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "base/fault_injection.h"
 #include "base/logging.h"
 #include "rpc/api.h"
@@ -128,7 +130,13 @@ void Driver::create_remote_parts() {
     if (args.contains("worker")) {
       const nlohmann::json& w = args["worker"];
       const std::string name = w.is_string() ? w.get<std::string>() : "";
-      rank = w.is_string() ? (name.rfind("worker", 0) == 0 ? std::stoi(name.substr(6)) : -1) : w.get<int>();
+      int64_t r = -1;
+      if (w.is_string() && name.rfind("worker", 0) == 0) {
+        r = env::parse_int(name.substr(6), fmt::format("model.args.worker '{}'", name));
+      } else if (!w.is_string()) {
+        r = w.get<int64_t>();
+      }
+      rank = r >= 0 && r <= std::numeric_limits<int>::max() ? static_cast<int>(r) : -1;
     }
     BRAID_CHECK_ARG(role_of(job_, rank) == Role::Worker, "model.args.worker: rank {} is not a worker", rank);
     const std::string device = worker_name(rank) + "/cpu";

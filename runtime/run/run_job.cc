@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -46,7 +47,10 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
     std::smatch m;
     static const std::regex notice_re("rank ([0-9]+) (.*)");
     if (std::getline(in, line) && std::regex_match(line, m, notice_re)) {
-      const int rank = std::stoi(m[1].str());
+      // The digits may not fit an int (a corrupt notice): such a rank names nobody.
+      int rank = -1;
+      const std::string digits = m[1].str();
+      std::from_chars(digits.data(), digits.data() + digits.size(), rank);
       if (rank >= 0 && rank < job.roles.world_size() && rank != self) {
         parts.push_back(fmt::format("braid launch reports that {} failed: {}", describe_rank(job, rank), m[2].str()));
       }

@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "base/check.h"
+#include "base/env.h"
 #include "base/fault_injection.h"
 #include "base/logging.h"
 #include "dist_autograd/context.h"
@@ -273,7 +274,9 @@ void Trainer::load(const std::string& path) {
       const std::string rest = name.substr(17);
       const size_t dot = rest.find('.');
       BRAID_CHECK_ARG(dot != std::string::npos, "{}: malformed entry '{}'", path, name);
-      remote_state[std::stoul(rest.substr(0, dot))].set(rest.substr(dot + 1), Value(t));
+      const int64_t index = env::parse_int(rest.substr(0, dot), fmt::format("{}: entry '{}'", path, name));
+      BRAID_CHECK_ARG(index >= 0, "{}: entry '{}' names a negative optimizer index", path, name);
+      remote_state[static_cast<size_t>(index)].set(rest.substr(dot + 1), Value(t));
     } else {
       BRAID_THROW(InvalidArgument, "{}: unexpected entry '{}' in a trainer checkpoint", path, name);
     }

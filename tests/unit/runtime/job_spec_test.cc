@@ -171,6 +171,11 @@ TEST_CASE("bad roles are rejected with the role and rank", "[job]") {
   CHECK_THAT(parse_error("roles: {trainers: \"a-b\"}\n" + model), Contains("is not a rank or a range"));
   CHECK_THAT(parse_error("roles: {trainers: [0, -1]}\n" + model),
              Contains("roles.trainers[1]: rank -1 is out of range"));
+  // Digits past a long's range (found by fuzz_job_yaml: std::stol threw out of the parser).
+  CHECK_THAT(parse_error("roles: {trainers: \"4-100000000001290273005\"}\n" + model),
+             Contains("roles.trainers: rank 100000000001290273005 is out of range (at most 1048575)"));
+  CHECK_THAT(parse_error("roles: {trainers: [\"99999999999999999999999\"]}\n" + model),
+             Contains("roles.trainers[0]: rank 99999999999999999999999 is out of range"));
   CHECK_THAT(parse_error("roles: {trainers: 2, workers: [2]}\n" + model),
              Contains("roles.workers: roles.trainers is a count, so workers must be a count too"));
   CHECK_THAT(parse_error("roles: {trainers: [0], workers: 1}\n" + model),
