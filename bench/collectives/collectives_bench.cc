@@ -146,7 +146,7 @@ void connect(Job& job, const CollectivesBenchOptions& o) {
     job.raw = make_raw_mpi(o.raw_nonblocking);
   } else if (o.backend == "gloo") {
     job.raw = make_raw_gloo(job.store, job.rank, job.size, timeout,
-                            options.devices.empty() ? std::string("lo") : options.devices.front());
+                            options.devices.empty() ? std::string() : options.devices.front());
   } else {
     job.raw = make_raw_nccl(job.store, job.rank, job.size, job.device.index, timeout);
   }

@@ -49,9 +49,10 @@ class RawCollective {
 // `nonblocking`: MPI_Iallreduce & co. + MPI_Wait instead (the calls braid's mpi engine makes, so that
 // the two ratios separate the cost of libnbc's algorithms from the cost of braid itself).
 std::unique_ptr<RawCollective> make_raw_mpi(bool nonblocking);
-// `device`: the network interface of gloo's TCP device ("lo" on one host; the braid group's first device).
+// `device`: the network interface of gloo's TCP device (the braid group's first device); empty: the one
+// a braid gloo group without devices takes (collectives/gloo/gloo_devices.h default_interface).
 std::unique_ptr<RawCollective> make_raw_gloo(const std::shared_ptr<store::Store>& store, int rank, int size,
-                                             std::chrono::milliseconds timeout, const std::string& device = "lo");
+                                             std::chrono::milliseconds timeout, const std::string& device = "");
 // `device`: the CUDA device of this rank (the one braid's nccl group uses).
 std::unique_ptr<RawCollective> make_raw_nccl(const std::shared_ptr<store::Store>& store, int rank, int size,
                                              int device, std::chrono::milliseconds timeout);

@@ -69,7 +69,12 @@ class RawGloo final : public RawCollective {
   RawGloo(const std::shared_ptr<store::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
           const std::string& interface)
       : timeout_(timeout) {
-    auto device = collectives::gloo::tcp_devices({interface}).front();
+    // No interface given: the one braid's gloo groups take (loopback on one host, the shared network
+    // across hosts), found through the same store.
+    const std::string iface =
+        interface.empty() ? collectives::gloo::default_interface(store.get(), "bench-raw-gloo", rank, size, timeout)
+                          : interface;
+    auto device = collectives::gloo::tcp_devices({iface}).front();
     auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
     context->setTimeout(timeout);
     collectives::gloo::GlooStore gloo_store(store, "bench/raw-gloo/", timeout);
