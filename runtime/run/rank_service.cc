@@ -195,6 +195,12 @@ std::optional<std::chrono::steady_clock::time_point> RankService::in_default_gro
 }
 
 std::string RankService::local_failed_peer(bool dead_only) const {
+  return local_peers(dead_only ? PeerFilter::kDead : PeerFilter::kFailed);
+}
+
+std::string RankService::local_stopped_peers() const { return local_peers(PeerFilter::kStopped); }
+
+std::string RankService::local_peers(PeerFilter filter) const {
   std::map<int, std::pair<std::string, long>> processes;
   const JobSpec* job = nullptr;
   int self = -1;
@@ -212,7 +218,9 @@ std::string RankService::local_failed_peer(bool dead_only) const {
   for (const auto& [r, where] : processes) {
     const auto& [their_host, pid] = where;
     if (r == self || their_host != host || pid <= 0) continue;
-    switch (process_state(static_cast<int>(pid))) {
+    const ProcessState state = process_state(static_cast<int>(pid));
+    if (filter == PeerFilter::kStopped && state != ProcessState::kStopped) continue;
+    switch (state) {
       case ProcessState::kGone:
         gone.push_back(fmt::format("{} died (its process, pid {}, is gone)", describe_rank(*job, r), pid));
         break;
@@ -220,7 +228,7 @@ std::string RankService::local_failed_peer(bool dead_only) const {
         ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
         break;
       case ProcessState::kStopped:
-        if (dead_only) break;
+        if (filter == PeerFilter::kDead) break;
         ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
         break;
       default:

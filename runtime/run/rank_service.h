@@ -97,6 +97,9 @@ class RankService {
   // other ranks on this host whose process is gone, has exited or is stopped; "" when none is. With
   // `dead_only`, only the gone and exited ones (a stopped peer may still be continued).
   std::string local_failed_peer(bool dead_only = false) const;
+  // "rank 2 (worker) is stopped (pid 123)": the other ranks on this host that are stopped; "" when none
+  // is. Ranks leave a job that ends normally, but none stops.
+  std::string local_stopped_peers() const;
   // Where the ranks run, from read_processes(): "2 hosts (bh1: ranks 0-1; bh2: ranks 2-3)", or
   // "1 host (vm)"; ranks in runs.
   std::string placement() const;
@@ -106,6 +109,9 @@ class RankService {
 
  private:
   RankService() = default;
+
+  enum class PeerFilter { kFailed, kDead, kStopped };  // gone, exited or stopped; gone or exited; stopped
+  std::string local_peers(PeerFilter filter) const;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

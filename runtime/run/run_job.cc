@@ -37,9 +37,19 @@ namespace {
 // writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its SIGTERM (the first rank to end, which
 // may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
 // on this host show which ranks are gone or stopped (mpirun and srun say nothing).
+// "; on this host: rank 2 (worker) is stopped (pid 123)" when a peer here is gone, has exited or is stopped.
+std::string on_this_host() {
+  const std::string seen = RankService::instance().local_failed_peer();
+  return seen.empty() ? "" : "; on this host: " + seen;
+}
+
 std::string failure_behind_signal(const JobSpec& job, int self) {
-  // A job that is ending normally has ranks leaving: a signal then is no sign of a failure.
-  if (RankService::instance().job_ending()) return "";
+  // A job that is ending normally has ranks leaving: a signal then is no sign of a failure, unless a peer
+  // here is stopped (none stops in a normal ending; the launcher ends the job around the hung one).
+  if (RankService::instance().job_ending()) {
+    const std::string stopped = RankService::instance().local_stopped_peers();
+    return stopped.empty() ? "" : "the job was ending, but " + stopped;
+  }
   std::vector<std::string> parts;
   if (const char* path = std::getenv("BRAID_LAUNCH_NOTICE"); path != nullptr && *path != 0) {
     std::ifstream in(path);
@@ -201,16 +211,19 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   } catch (const TimeoutError& e) {
     // A rank hung while the job ended (RPC names workers, the job names ranks). The process ends here,
     // without unwinding into the groups of a job that lost a rank.
-    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed: {}", name_workers(job, e.what())));
+    RankService::instance().abort_process(
+        fmt::format("the job's RPC shutdown failed: {}{}", name_workers(job, e.what()), on_this_host()));
   } catch (const std::exception& e) {
     // A rank died while the job ended: RPC names those it knows dead; when the store's host died, the
-    // store's error does not, so the ranks whose connections broke are named too.
+    // store's error does not, so the ranks whose connections broke are named too. A peer that hangs (a
+    // stopped process) breaks no connection: the processes on this host name it.
     std::string dead;
     for (const auto& [r, why] : RankService::instance().dead_peers()) {
       dead += fmt::format("{}{} is gone ({})", dead.empty() ? "" : "; ", describe_rank(job, r), why);
     }
-    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed{}: {}",
-                                                       dead.empty() ? "" : ": " + dead, name_workers(job, e.what())));
+    RankService::instance().abort_process(fmt::format("the job's RPC shutdown failed{}: {}{}",
+                                                       dead.empty() ? "" : ": " + dead, name_workers(job, e.what()),
+                                                       on_this_host()));
   }
   return 0;
 }
