@@ -83,7 +83,7 @@ void read_dump(const fs::path& path, Groups& groups) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past a double's range
     BRAID_THROW(InvalidArgument, "{}: not valid JSON ({} bytes; a partial or corrupt dump?): {}", file, text.size(),
                 e.what());
   }
