@@ -2,15 +2,21 @@
 // 30-minute op timeout. Rank 1 holds back from the N-th allreduce until ranks 0 and 2 have dumped their
 // flight recorders (what their stall watchdogs do after BRAID_STALL_WARN_S), then joins it, so the job
 // ends cleanly and the dumps hold the stall. stall_watchdog_test.py runs it and checks the warnings and
-// `braid trace analyze`.
+// `braid trace analyze`. With `stop`, rank 1 hangs for real instead: it writes its pid to
+// BRAID_TRACE_DIR/stopped-pid and stops itself (SIGSTOP, every thread); the test continues it (SIGCONT)
+// once the other ranks' dumps are there.
 //
-// Usage: stall_probe BACKEND. Needs BRAID_TRACE_DIR. Exit 0 when every allreduce summed right and the
-// dumps appeared; 1 otherwise (rank 1 also says so when it gave up waiting and joined anyway).
+// Usage: stall_probe BACKEND [hold|stop]. Needs BRAID_TRACE_DIR. Exit 0 when every allreduce summed right
+// and the dumps appeared; 1 otherwise (rank 1 also says so when it gave up waiting and joined anyway).
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -32,7 +38,7 @@ bool dumps_present(const std::filesystem::path& dir, int size) {
   return true;
 }
 
-int run(const std::string& backend) {
+int run(const std::string& backend, bool stop) {
   using namespace braid;
   using namespace braid::collectives;
   const char* dir_env = std::getenv("BRAID_TRACE_DIR");
@@ -45,7 +51,16 @@ int run(const std::string& backend) {
   const int size = get_world_size();
   bool ok = true;
   for (int i = 0; i <= kWarmOps; ++i) {
-    if (i == kWarmOps && rank == 1) {
+    if (i == kWarmOps && rank == 1 && stop) {
+      std::ofstream(std::filesystem::path(dir_env) / "stopped-pid") << ::getpid() << "\n";
+      std::printf("stall_probe: rank 1 (pid %d) stops itself before allreduce #%llu\n", static_cast<int>(::getpid()),
+                  static_cast<unsigned long long>(get_sequence_number_for_group() + 1));
+      std::fflush(stdout);
+      std::raise(SIGSTOP);
+      ok = dumps_present(dir_env, size);
+      std::printf("stall_probe: rank 1 continued; the other ranks' dumps are %s\n", ok ? "there" : "MISSING");
+      std::fflush(stdout);
+    } else if (i == kWarmOps && rank == 1) {
       const auto until = std::chrono::steady_clock::now() + kDumpWaitMax;
       while (!dumps_present(dir_env, size) && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -75,7 +90,12 @@ int run(const std::string& backend) {
 
 int main(int argc, char** argv) {
   try {
-    return run(argc > 1 ? argv[1] : "gloo");
+    const std::string mode = argc > 2 ? argv[2] : "hold";
+    if (mode != "hold" && mode != "stop") {
+      std::fprintf(stderr, "stall_probe: mode must be hold or stop, got '%s'\n", mode.c_str());
+      return 2;
+    }
+    return run(argc > 1 ? argv[1] : "gloo", mode == "stop");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stall_probe: %s\n", e.what());
     return 1;
