@@ -202,7 +202,7 @@ int64_t Driver::resume_step() {
                                    {Value(rank_state_path(ref->step_dir, w)), rpc::list(std::move(mine))}));
     ranks.push_back(w);
   }
-  wait_all(loads, ranks, "loading the checkpoint");
+  wait_all(loads, ranks, fmt::format("loading the checkpoint {}", ref->step_dir));
   const int64_t step = ref->meta.at("step").get<int64_t>();
   log()->info("resumed from {} (step {})", ref->step_dir, step);
   return step;

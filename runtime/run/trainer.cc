@@ -289,7 +289,12 @@ void Trainer::load(const std::string& path) {
     BRAID_CHECK_ARG(it != model_state.end(), "{}: the checkpoint has no '{}' for trainer {}", path, plain, index_);
     mine.emplace_back(name, it->second);
   }
-  model_->load_state_dict(mine, /*strict=*/true);
+  try {
+    model_->load_state_dict(mine, /*strict=*/true);
+  } catch (const std::exception& e) {
+    // The model's own message (PyTorch's "size mismatch for ...") does not say which file it read.
+    BRAID_THROW(InvalidArgument, "{}: {} (a checkpoint of another model?)", path, e.what());
+  }
   if (optimizer_ && !optim_state.empty()) optimizer_->load_state_dict(nn::optim::OptimizerStateDict::from_flat(optim_state));
   if (remote_optimizer_) {
     const auto& remotes = remote_optimizer_->remote_optimizers();
