@@ -32,17 +32,17 @@ namespace braid::runtime {
 
 namespace {
 
-// Why a launcher is ending the job, when it is because a rank failed; "" when nothing says so (a stop an
-// operator asked for). Every source is named, since none alone tells the first failure: `braid launch`
-// writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its SIGTERM (the first rank to end, which
-// may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
-// on this host show which ranks are gone or stopped (mpirun and srun say nothing).
 // "; on this host: rank 2 (worker) is stopped (pid 123)" when a peer here is gone, has exited or is stopped.
 std::string on_this_host() {
   const std::string seen = RankService::instance().local_failed_peer();
   return seen.empty() ? "" : "; on this host: " + seen;
 }
 
+// Why a launcher is ending the job, when it is because a rank failed; "" when nothing says so (a stop an
+// operator asked for). Every source is named, since none alone tells the first failure: `braid launch`
+// writes "rank R killed by SIGKILL" to BRAID_LAUNCH_NOTICE before its SIGTERM (the first rank to end, which
+// may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
+// on this host show which ranks are gone or stopped (mpirun and srun say nothing).
 std::string failure_behind_signal(const JobSpec& job, int self) {
   // A job that is ending normally has ranks leaving: a signal then is no sign of a failure, unless a peer
   // here is stopped (none stops in a normal ending; the launcher ends the job around the hung one).
