@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "base/check.h"
+#include "base/copy_bytes.h"
 #include "collectives/queue/flat_buffers.h"
 
 namespace braid::collectives::hier {
@@ -13,12 +12,13 @@ namespace {
 
 // Moves `count` elements between flat (1-D, contiguous) buffers as raw memory, as every engine writes its
 // outputs: Tensor::copy_ would bump the output storage's version counter, and a collective must not (FSDP
-// gathers a parameter again into storage that autograd saved for backward).
+// gathers a parameter again into storage that autograd saved for backward). In pieces, as the engines copy
+// (base/copy_bytes.h says why).
 void copy_block(const Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count) {
   const size_t esize = dst.element_size();
-  std::memcpy(static_cast<char*>(dst.data_ptr()) + static_cast<size_t>(dst_offset) * esize,
-              static_cast<const char*>(src.data_ptr()) + static_cast<size_t>(src_offset) * esize,
-              static_cast<size_t>(count) * esize);
+  copy_bytes(static_cast<char*>(dst.data_ptr()) + static_cast<size_t>(dst_offset) * esize,
+             static_cast<const char*>(src.data_ptr()) + static_cast<size_t>(src_offset) * esize,
+             static_cast<size_t>(count) * esize);
 }
 
 // Scratch buffers up to this size stay with their lane for its later ops; larger ones are made per op, so
