@@ -54,6 +54,18 @@ struct RpcAgentOptions {
   // pending towards it have failed: on a transport thread, so it must not block (no RPC from it). A job
   // runtime uses it to act on a peer's death at once instead of at its next timeout.
   std::function<void(int peer, const std::string& reason)> on_peer_failure;
+  // Why a peer's process has ended, when the caller can see it without RPC (a job runtime sees the
+  // processes on its own host), or "" when it cannot tell. Graceful shutdown's barriers ask it, every
+  // slice, for each worker they miss: a worker that has not arrived at a barrier cannot have left the job
+  // normally, so one whose process has ended died, and the barrier fails at once naming it. A peer
+  // killed before it ever talked to this worker breaks no connection here, and a launcher (mpirun) may
+  // end this process before a liveness probe would find it. Called on the shutting-down thread.
+  std::function<std::string(int peer)> peer_ended;
+  // Called once, on the shutting-down thread, as this worker arrives at graceful shutdown's last barrier
+  // (or starts a shutdown that is not graceful): from then on peers may finish their shutdown and close
+  // their connections normally. Before it none can (the barrier needs this worker), so a peer whose
+  // connection breaks or whose process ends has died.
+  std::function<void()> on_peers_may_leave;
 };
 
 // What a reply handler receives: the reply (kResult) or the error (remote error, timeout, peer failure).

@@ -8,10 +8,11 @@
 //   3. worker 0 (usually the store's host) waits until every worker is done with the store;
 //   4. close the transport, the thread pool and the timer.
 // A worker that does not arrive within shutdown_timeout (join_timeout unless set) makes the barrier fail
-// with TimeoutError naming it; the agent still closes. A barrier that misses only workers known dead (their
-// connection broke: dead_peers()) fails at once with CommError naming them: they will never arrive. The
-// missing workers are pinged once a barrier has waited kProbeAfter, so that a dead worker this one never
-// talked to is found out too (its connect fails within the transport's connect retries).
+// with TimeoutError naming it; the agent still closes. A barrier that misses a worker known dead (its
+// connection broke: dead_peers(); or the caller saw its process end: RpcAgentOptions::peer_ended) fails at
+// once with CommError naming it: it will never arrive. The missing workers are pinged once a barrier has
+// waited kProbeAfter, so that a dead worker this one never talked to is found out too (its connect fails
+// within the transport's connect retries).
 // shutdown(false) skips 1 and 2.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -28,6 +29,9 @@ namespace braid::rpc {
 namespace {
 using Clock = std::chrono::steady_clock;
 // The store is asked this often whether a barrier is complete, and the dead peers are looked at between.
+// The first slices are short: a peer that died as the job ended is often known dead already, and a
+// launcher (mpirun) ends the job's other processes within moments of a death.
+constexpr Millis kFirstBarrierSlice{10};
 constexpr Millis kBarrierSlice{100};
 // A barrier still incomplete after this long pings the workers it misses.
 constexpr Millis kProbeAfter{500};
@@ -37,12 +41,13 @@ void RpcAgent::wait_for_peers(const std::vector<std::string>& keys, Clock::time_
                               const std::function<std::vector<int>()>& missing) {
   const auto start = Clock::now();
   bool probed = false;
+  Millis slice = kFirstBarrierSlice;
   for (;;) {
     const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
     try {
       // A slice that times out is the normal case while peers are still working: no log backtrace for it.
       logging::QuietTimeouts quiet;
-      store_->wait(keys, std::clamp(left, Millis(1), kBarrierSlice));
+      store_->wait(keys, std::clamp(left, Millis(1), slice));
       return;
     } catch (const TimeoutError&) {
       if (Clock::now() >= deadline) {
@@ -50,22 +55,33 @@ void RpcAgent::wait_for_peers(const std::vector<std::string>& keys, Clock::time_
         throw;
       }
     }
+    slice = std::min(2 * slice, kBarrierSlice);
     const std::vector<int> absent = missing();
     const std::map<int, std::string> dead = dead_peers();
-    std::vector<std::string> named;
+    // Every missing worker is asked about, not only up to the first dead one: the job runtime's answer also
+    // keeps its record of stopped peers fresh (runtime/run/local_peers.h). One dead worker is enough to
+    // give up: the barrier can never complete; the live ones it misses are named beside it.
+    std::vector<std::string> named, waiting;
     for (int id : absent) {
-      auto it = dead.find(id);
-      if (it == dead.end()) {
-        named.clear();
-        break;
+      std::string why;
+      if (auto it = dead.find(id); it != dead.end()) {
+        why = it->second;
+      } else if (options_.peer_ended && id != self_.id) {
+        why = options_.peer_ended(id);
       }
-      named.push_back(fmt::format("'{}' ({})", workers_[static_cast<size_t>(id)].name, it->second));
+      const std::string& name = workers_[static_cast<size_t>(id)].name;
+      if (why.empty()) {
+        waiting.push_back(fmt::format("'{}'", name));
+      } else {
+        named.push_back(fmt::format("'{}' ({})", name, why));
+      }
     }
-    if (!absent.empty() && !named.empty()) {
-      logging::get("braid.rpc")->error("rpc shutdown of '{}' ({}): not waiting for worker(s) known dead: {}", self_.name,
-                                       what, fmt::join(named, ", "));
-      BRAID_THROW(CommError, "rpc shutdown of '{}': {} cannot complete: worker(s) known dead: {}", self_.name, what,
-                  fmt::join(named, ", "));
+    if (!named.empty()) {
+      const std::string also = waiting.empty() ? "" : fmt::format("; not arrived either: {}", fmt::join(waiting, ", "));
+      logging::get("braid.rpc")->error("rpc shutdown of '{}' ({}): not waiting for worker(s) known dead: {}{}",
+                                       self_.name, what, fmt::join(named, ", "), also);
+      BRAID_THROW(CommError, "rpc shutdown of '{}': {} cannot complete: worker(s) known dead: {}{}", self_.name, what,
+                  fmt::join(named, ", "), also);
     }
     if (!probed && Clock::now() - start >= kProbeAfter) {
       probed = true;
@@ -152,6 +168,7 @@ void RpcAgent::shutdown(bool graceful) {
     state_ = State::kDraining;
   }
   std::exception_ptr failure;
+  if (!graceful && options_.on_peers_may_leave) options_.on_peers_may_leave();
   if (graceful) {
     const auto deadline = Clock::now() + shutdown_timeout();
     try {
@@ -159,6 +176,7 @@ void RpcAgent::shutdown(bool graceful) {
       store_barrier("calls", deadline);
       rrefs_->release_all_users();
       wait_drained("rrefs", deadline);
+      if (options_.on_peers_may_leave) options_.on_peers_may_leave();
       store_barrier("rrefs", deadline);
       leave_store(deadline);
       leaked_rrefs_ = rrefs_->counts().owned;

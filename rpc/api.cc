@@ -68,6 +68,8 @@ void init_rpc(const std::string& name, int rank, int world_size, RpcBackendOptio
   agent_options.join_timeout = options.join_timeout;
   agent_options.shutdown_timeout = options.shutdown_timeout;
   agent_options.on_peer_failure = options.on_peer_failure;
+  agent_options.peer_ended = options.peer_ended;
+  agent_options.on_peers_may_leave = options.on_peers_may_leave;
   agent_options.transport_options = options.transport_options;
   if (agent_options.transport_options.bind_host == TransportOptions{}.bind_host) {
     agent_options.transport_options.bind_host = default_bind_host(*base, name);

@@ -41,6 +41,10 @@ struct RpcBackendOptions {
   Millis shutdown_timeout{0};  // RpcAgentOptions::shutdown_timeout
   // RpcAgentOptions::on_peer_failure: called on a transport thread when a peer's connection breaks.
   std::function<void(int peer, const std::string& reason)> on_peer_failure;
+  // RpcAgentOptions::peer_ended: why a peer's process has ended, as the caller can see it, or "".
+  std::function<std::string(int peer)> peer_ended;
+  // RpcAgentOptions::on_peers_may_leave: this worker arrives at graceful shutdown's last barrier.
+  std::function<void()> on_peers_may_leave;
   // Where this job's keys go in the store. Empty: "rpc/<n>", n counting this process's init_rpc calls,
   // which every process of the job must then have made equally often (a job re-initialized on the same
   // store never sees its earlier keys). Processes that joined unequally often (a test's helper process)

@@ -134,6 +134,10 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   o.shutdown_timeout = std::max(seconds_to_ms(job.failure.timeout_s), std::chrono::milliseconds(1000));
   // A peer whose connection breaks is acted on at once (rank_service.h): a dead driver ends this rank.
   o.on_peer_failure = [](int peer, const std::string& reason) { RankService::instance().on_peer_failure(peer, reason); };
+  // A rank killed in shutdown may never have talked to this one (two trainers): its process on this host
+  // tells, before a launcher ends this rank too (rpc/agent.h).
+  o.peer_ended = [](int peer) { return RankService::instance().local_peer_ended(peer); };
+  o.on_peers_may_leave = [] { RankService::instance().set_peers_may_leave(); };
   rpc::init_rpc(worker_name(rank_), rank_, world_size_, o);
   rpc_up_ = true;
   // The transport and why, once per job (every rank chose the same, or init_rpc failed naming them).

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "base/check.h"
-#include "base/process_state.h"
 #include "base/logging.h"
 #include "collectives/queue/flight_recorder.h"
 #include "dist_autograd/context.h"
@@ -47,6 +46,7 @@ void RankService::configure(const JobSpec& job, int rank) {
   driver_stop_.reset();
   dead_.clear();
   in_group_since_.reset();
+  peers_may_leave_ = false;
 }
 
 void RankService::touch() {
@@ -135,6 +135,7 @@ std::string RankService::checkpoint_file(const std::string& path, std::string_vi
 
 void RankService::on_peer_failure(int peer, const std::string& reason) {
   std::string why;
+  bool ending_death = false;
   {
     // Held while the listener runs, so that clearing it (the Driver's destructor) waits for a call in flight.
     std::lock_guard<std::mutex> listener_lock(listener_mu_);
@@ -143,10 +144,21 @@ void RankService::on_peer_failure(int peer, const std::string& reason) {
       dead_.emplace(peer, reason);
       if (job_ == nullptr) return;
       const int driver = driver_rank(*job_);
-      // After "braid.stop" the driver's connections close as the job ends: that is no death.
-      if (!peer_listener_ && peer == driver && rank_ != driver && !stop_message_) {
+      const bool ending = ending_ || stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";
+      if (!peer_listener_ && peer == driver && rank_ != driver && !ending) {
         why = fmt::format("{} died: its RPC connection to this rank broke ({}); exiting", describe_rank(*job_, driver),
                           reason);
+      } else if (!peer_listener_ && ending && !peers_may_leave_) {
+        // As the job ends, connections close once every rank is at RPC shutdown's last barrier, and this
+        // rank is not yet: the peer died (a launcher may end this rank within moments: say so now).
+        why = fmt::format("{} died as the job was ending: its RPC connection to this rank broke ({})",
+                          describe_rank(*job_, peer), reason);
+        // The first connection to break may be that of a rank that gave up on the one that failed
+        // (stopped, or dead without a connection here): every failure seen is named.
+        for (const auto& [r, r_why] : dead_) {
+          if (r != peer) why += fmt::format("; {} died ({})", describe_rank(*job_, r), r_why);
+        }
+        ending_death = true;
       }
     }
     if (peer_listener_) {
@@ -154,29 +166,27 @@ void RankService::on_peer_failure(int peer, const std::string& reason) {
       return;
     }
   }
+  if (ending_death) {
+    if (const std::string seen = local_failed_peer(); !seen.empty()) why += "; on this host: " + seen;
+    why += "; exiting";
+  }
   if (!why.empty()) abort_process(why);
 }
 
 namespace {
-
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 std::string proc_key(int rank) { return fmt::format("braid/process/{}", rank); }
 
 }  // namespace
 
 void RankService::publish_process(store::Store& store, int rank) {
-  store.set(proc_key(rank), store::to_bytes(fmt::format("{} {}", this_host(), ::getpid())));
+  store.set(proc_key(rank), store::to_bytes(fmt::format("{} {}", LocalPeers::this_host(), ::getpid())));
 }
 
 void RankService::read_processes(store::Store& store, int world_size) {
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(proc_key(r));
-  std::map<int, std::pair<std::string, long>> found;
+  LocalPeers::Table found;
   const auto values = store.multi_get(keys, std::chrono::milliseconds(10'000));
   for (int r = 0; r < world_size; ++r) {
     std::istringstream entry(store::to_string(values[static_cast<size_t>(r)]));
@@ -184,8 +194,13 @@ void RankService::read_processes(store::Store& store, int world_size) {
     long pid = 0;
     if (entry >> host >> pid) found[r] = {host, pid};
   }
+  int self = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    self = rank_;
+  }
+  peers_.set(std::move(found), self);  // outside mu_: the two locks are never nested
   std::lock_guard<std::mutex> lock(mu_);
-  processes_ = std::move(found);
   in_group_since_ = std::chrono::steady_clock::now();
 }
 
@@ -194,57 +209,37 @@ std::optional<std::chrono::steady_clock::time_point> RankService::in_default_gro
   return in_group_since_;
 }
 
-std::string RankService::local_failed_peer(bool dead_only) const {
-  return local_peers(dead_only ? PeerFilter::kDead : PeerFilter::kFailed);
+std::string RankService::local_failed_peer(bool dead_only) {
+  return local_peers(dead_only ? LocalPeers::Filter::kDead : LocalPeers::Filter::kFailed);
 }
 
-std::string RankService::local_stopped_peers() const { return local_peers(PeerFilter::kStopped); }
+std::string RankService::local_stopped_peers() { return local_peers(LocalPeers::Filter::kStopped); }
 
-std::string RankService::local_peers(PeerFilter filter) const {
-  std::map<int, std::pair<std::string, long>> processes;
+std::string RankService::local_peers(LocalPeers::Filter filter) {
   const JobSpec* job = nullptr;
-  int self = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    processes = processes_;
     job = job_;
-    self = rank_;
   }
   if (job == nullptr) return "";
-  // Every peer on this host that is gone, has exited or is stopped: the one that failed first cannot be told
-  // from one that a launcher's SIGTERM already ended, so all are named, the gone (reaped) ones first.
-  const std::string host = this_host();
-  std::vector<std::string> gone, ended;
-  for (const auto& [r, where] : processes) {
-    const auto& [their_host, pid] = where;
-    if (r == self || their_host != host || pid <= 0) continue;
-    const ProcessState state = process_state(static_cast<int>(pid));
-    if (filter == PeerFilter::kStopped && state != ProcessState::kStopped) continue;
-    switch (state) {
-      case ProcessState::kGone:
-        gone.push_back(fmt::format("{} died (its process, pid {}, is gone)", describe_rank(*job, r), pid));
-        break;
-      case ProcessState::kExited:
-        ended.push_back(fmt::format("{} has exited (pid {})", describe_rank(*job, r), pid));
-        break;
-      case ProcessState::kStopped:
-        if (filter == PeerFilter::kDead) break;
-        ended.push_back(fmt::format("{} is stopped (pid {})", describe_rank(*job, r), pid));
-        break;
-      default:
-        break;
-    }
+  // A stop matters while the peers' watchdogs and the launcher may still act on it (pause_watch.h).
+  return peers_.describe(filter, [job](int r) { return describe_rank(*job, r); },
+                         PauseWatch::window_for(job->failure.timeout_s));
+}
+
+std::string RankService::local_peer_ended(int rank) {
+  const JobSpec* job = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job = job_;
   }
-  gone.insert(gone.end(), ended.begin(), ended.end());
-  return fmt::format("{}", fmt::join(gone, "; "));
+  if (job == nullptr) return "";
+  return peers_.ended(rank, [job](int r) { return describe_rank(*job, r); });
 }
 
 std::string RankService::placement() const {
   std::map<std::string, std::vector<int>> by_host;  // sorted by name: the same line on every rank
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [r, where] : processes_) by_host[where.first].push_back(r);
-  }
+  for (const auto& [r, where] : peers_.table()) by_host[where.first].push_back(r);
   if (by_host.size() == 1) return fmt::format("1 host ({})", by_host.begin()->first);
   std::vector<std::string> hosts;
   for (const auto& [host, ranks] : by_host) {
@@ -263,6 +258,16 @@ std::string RankService::placement() const {
 bool RankService::job_ending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ending_ || stop_message_.has_value() || state_ == "stopping" || state_ == "stopped";
+}
+
+void RankService::set_peers_may_leave() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peers_may_leave_ = true;
+}
+
+bool RankService::peers_may_have_left() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peers_may_leave_;
 }
 
 std::map<int, std::string> RankService::dead_peers() const {

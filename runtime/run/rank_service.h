@@ -12,7 +12,8 @@
 // Ranks other than the driver wait in serve_until_stop(), which is also their watchdog: when the driver
 // has not been heard from (any call from it counts) for failure.timeout_s, the rank exits 1 naming it.
 // A driver that dies is acted on at once: RPC reports the broken connection (on_peer_failure), and a rank
-// that has not been told to stop exits 1 naming it ("rank 5 (master) died: ..."), under any launcher. On
+// that has not been told to stop exits 1 naming it ("rank 5 (master) died: ..."), under any launcher; so
+// does any peer's death as the job ends, until this rank is at RPC shutdown's last barrier. On
 // the driver, the same report goes to the Driver (set_peer_failure_listener), which fails the job. The
 // same loop sweeps distributed-autograd contexts older than failure.context_ttl_s: contexts a trainer that
 // died left on this rank, which nothing else would release.
@@ -31,6 +32,7 @@
 #include <string_view>
 
 #include "runtime/job/job_spec.h"
+#include "runtime/run/local_peers.h"
 #include "store/store.h"
 
 namespace braid::runtime {
@@ -74,12 +76,18 @@ class RankService {
   std::string checkpoint_file(const std::string& path, std::string_view what) const;
 
   // RPC lost `peer` (its connection broke, or it cannot be reached): recorded, then handed to the
-  // listener when one is set (the driver), else, when `peer` is the driver and no stop has arrived, this
-  // process ends naming it. Runs on an RPC transport thread: nothing here blocks.
+  // listener when one is set (the driver), else this process ends naming it when `peer` is the driver and
+  // no stop has arrived, or when the job is ending and this rank is not yet at RPC shutdown's last barrier
+  // (no peer leaves before it). Runs on an RPC transport thread: nothing here blocks.
   void on_peer_failure(int peer, const std::string& reason);
   // Whether the job is ending normally: this rank got "braid.stop", or (the driver) is stopping. Peers
-  // that close their connections then are leaving, not dying.
+  // that close their connections then are leaving, not dying, once peers_may_have_left().
   bool job_ending() const;
+  // This rank's RPC shutdown has arrived at its last barrier (rpc::RpcAgentOptions::on_peers_may_leave):
+  // only from then on may a peer leave the job normally. Before it, a peer whose connection broke or
+  // whose process ended has died, even in a job that is ending.
+  void set_peers_may_leave();
+  bool peers_may_have_left() const;
   // The peers RPC lost (rank -> reason), in rank order.
   std::map<int, std::string> dead_peers() const;
   // The driver's: called (on a transport thread, must not block) for every peer failure; empty clears it.
@@ -94,12 +102,16 @@ class RankService {
   // When read_processes() ran: every rank was in the default group then (run_job's join watchdog).
   std::optional<std::chrono::steady_clock::time_point> in_default_group_since() const;
   // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
-  // other ranks on this host whose process is gone, has exited or is stopped; "" when none is. With
+  // other ranks on this host whose process is gone, has exited or is stopped, or was seen stopped lately
+  // (local_peers.h: a launcher continues the hung rank it ends the job around); "" when none is. With
   // `dead_only`, only the gone and exited ones (a stopped peer may still be continued).
-  std::string local_failed_peer(bool dead_only = false) const;
-  // "rank 2 (worker) is stopped (pid 123)": the other ranks on this host that are stopped; "" when none
-  // is. Ranks leave a job that ends normally, but none stops.
-  std::string local_stopped_peers() const;
+  std::string local_failed_peer(bool dead_only = false);
+  // "rank 2 (worker) is stopped (pid 123)": the other ranks on this host that are stopped or were seen
+  // stopped lately; "" when none is. Ranks leave a job that ends normally, but none stops.
+  std::string local_stopped_peers();
+  // Why `rank`'s process on this host has ended, or "" (graceful RPC shutdown asks it of the workers its
+  // barriers miss: rpc::RpcAgentOptions::peer_ended).
+  std::string local_peer_ended(int rank);
   // Where the ranks run, from read_processes(): "2 hosts (bh1: ranks 0-1; bh2: ranks 2-3)", or
   // "1 host (vm)"; ranks in runs.
   std::string placement() const;
@@ -110,8 +122,7 @@ class RankService {
  private:
   RankService() = default;
 
-  enum class PeerFilter { kFailed, kDead, kStopped };  // gone, exited or stopped; gone or exited; stopped
-  std::string local_peers(PeerFilter filter) const;
+  std::string local_peers(LocalPeers::Filter filter);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -122,9 +133,10 @@ class RankService {
   std::optional<std::string> driver_stop_;   // GUARDED_BY(mu_)
   std::string state_ = "starting";          // GUARDED_BY(mu_)
   bool ending_ = false;  // GUARDED_BY(mu_): set_status saw "stopping" or "stopped" (job_ending)
+  bool peers_may_leave_ = false;  // GUARDED_BY(mu_)
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
   std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
-  std::map<int, std::pair<std::string, long>> processes_;  // GUARDED_BY(mu_): rank -> (host, pid)
+  LocalPeers peers_;  // its own lock
   std::optional<std::chrono::steady_clock::time_point> in_group_since_;  // GUARDED_BY(mu_)
   std::mutex listener_mu_;  // taken before mu_, never after
   std::function<void(int, const std::string&)> peer_listener_;  // GUARDED_BY(listener_mu_)

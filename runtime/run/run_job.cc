@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -44,13 +45,9 @@ std::string on_this_host() {
 // may be one that gave up on a hung peer); RPC knows the ranks whose connections broke; and the processes
 // on this host show which ranks are gone or stopped (mpirun and srun say nothing).
 std::string failure_behind_signal(const JobSpec& job, int self) {
-  // A job that is ending normally has ranks leaving: a signal then is no sign of a failure, unless a peer
-  // here is stopped (none stops in a normal ending; the launcher ends the job around the hung one).
-  if (RankService::instance().job_ending()) {
-    const std::string stopped = RankService::instance().local_stopped_peers();
-    return stopped.empty() ? "" : "the job was ending, but " + stopped;
-  }
+  RankService& service = RankService::instance();
   std::vector<std::string> parts;
+  // braid launch writes a notice only when a rank failed, in any phase of the job.
   if (const char* path = std::getenv("BRAID_LAUNCH_NOTICE"); path != nullptr && *path != 0) {
     std::ifstream in(path);
     std::string line;
@@ -65,6 +62,13 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
         parts.push_back(fmt::format("braid launch reports that {} failed: {}", describe_rank(job, rank), m[2].str()));
       }
     }
+  }
+  // Once this rank's RPC shutdown is at its last barrier, peers leave the job as it ends normally: one
+  // that is gone then is no sign of a failure, but a stopped one is (none stops in a normal ending; the
+  // launcher ends the job around the hung one). Before that barrier no peer can have left normally.
+  if (service.job_ending() && service.peers_may_have_left()) {
+    if (std::string stopped = service.local_stopped_peers(); !stopped.empty()) parts.push_back(stopped);
+    return parts.empty() ? "" : fmt::format("the job was ending, but {}", fmt::join(parts, "; "));
   }
   for (const auto& [rank, why] : RankService::instance().dead_peers()) {
     if (rank != self) parts.push_back(fmt::format("{} died ({})", describe_rank(job, rank), why));
@@ -81,34 +85,52 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-// Once every rank is in the default group, the rest of joining (the trainers' group, RPC) takes moments; a
-// rank still joining failure.timeout_s later waits for a peer that hangs (a stopped process), which
-// nothing else would find before the rendezvous timeout (30 s or more). It names what it can see.
+// Watches the job's processes on this host for the life of the rank, in two modes.
+// Joining: once every rank is in the default group, the rest of joining (the trainers' group, RPC) takes
+// moments; a rank still joining failure.timeout_s later waits for a peer that hangs (a stopped process),
+// which nothing else would find before the rendezvous timeout (30 s or more). It names what it can see.
 // A peer on this host whose process is gone or has exited cannot join any more: that is acted on at the
 // next tick, before a launcher (mpirun, srun) ends the job over the dead rank and, as mpirun does, drops
 // what the ranks it ends write as they go.
-class JoinWatchdog {
+// Joined: it looks every kSampleTick, so that a peer stopped while this rank waits on it somewhere that
+// looks at no process (a call to it, the store) is remembered after a launcher continues it
+// (local_peers.h); a stop that hangs the job lasts failure.timeout_s (1 s at least): it is seen. As the job
+// ends (until this rank is at RPC shutdown's last barrier) it looks every kJoinTick and acts on a dead peer.
+class PeerWatch {
  public:
-  explicit JoinWatchdog(const JobSpec& job) : job_(job), thread_([this] { run(); }) {}
-  ~JoinWatchdog() { done(); }
-  JoinWatchdog(const JoinWatchdog&) = delete;
-  JoinWatchdog& operator=(const JoinWatchdog&) = delete;
-
-  void done() {
+  explicit PeerWatch(const JobSpec& job) : job_(job), thread_([this] { run(); }) {}
+  ~PeerWatch() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
+      stop_ = true;
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+  }
+  PeerWatch(const PeerWatch&) = delete;
+  PeerWatch& operator=(const PeerWatch&) = delete;
+
+  // This rank has joined: no more aborts, only looks.
+  void joined() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      joined_ = true;
+    }
+    cv_.notify_all();
   }
 
  private:
   void run() {
     const auto limit = std::chrono::milliseconds(static_cast<int64_t>(job_.failure.timeout_s * 1000));
     std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
+    while (!joined_) {
+      // Every rank wakes at its limit itself, not at its next tick after it: the ranks were in the default
+      // group within moments of each other, so each names the hung peer before the first to give up ends
+      // the job (a launcher then continues the stopped rank, and ends the others before they look).
       const auto since = RankService::instance().in_default_group_since();
+      auto wake = std::chrono::steady_clock::now() + kJoinTick;
+      if (since) wake = std::min(wake, *since + limit);
+      if (cv_.wait_until(lock, wake, [this] { return stop_ || joined_; })) break;
       if (!since) continue;
       if (!RankService::instance().local_failed_peer(/*dead_only=*/true).empty()) {
         // Every failed peer, the stopped ones too: a peer that exited may have given up on a stopped one.
@@ -123,12 +145,33 @@ class JoinWatchdog {
           "joining the job: the trainers' group and RPC are not up {:g} s (failure.timeout_s) after every rank was "
           "in the default group: {}; exiting", job_.failure.timeout_s, seen.empty() ? "a rank hangs" : seen));
     }
+    for (;;) {
+      RankService& service = RankService::instance();
+      const bool ending = service.job_ending() && !service.peers_may_have_left();
+      if (cv_.wait_for(lock, ending ? kJoinTick : kSampleTick, [this] { return stop_; })) return;
+      lock.unlock();
+      // The look records stops. As the job ends, no peer leaves before this rank is at RPC shutdown's last
+      // barrier: one whose process ended died, and a launcher (mpirun) may end this rank within moments of
+      // the death. A peer that talked to this rank over RPC is found by its broken connection, this one
+      // perhaps never did (two trainers).
+      const std::string dead = service.local_failed_peer(/*dead_only=*/true);
+      if (ending && !dead.empty() && !service.peers_may_have_left()) {
+        service.abort_process(fmt::format("the job was ending: {}; exiting", service.local_failed_peer()));
+      }
+      lock.lock();
+    }
   }
+
+  // How often a joining or ending rank looks for a peer on this host that is gone or has exited (one read
+  // of /proc per peer), and how often a joined one looks for stopped peers.
+  static constexpr std::chrono::milliseconds kJoinTick{100};
+  static constexpr std::chrono::milliseconds kSampleTick{250};
 
   const JobSpec& job_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;  // GUARDED_BY(mu_)
+  bool stop_ = false;    // GUARDED_BY(mu_)
+  bool joined_ = false;  // GUARDED_BY(mu_)
   std::thread thread_;
 };
 
@@ -166,6 +209,11 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
       RankService::instance().abort_process(fmt::format("got {} while joining the job (a launcher ends a job when "
                                                         "a rank fails; it names the rank); exiting", name));
     }
+    // The job is past its last checkpoint and leaving already (bounded by failure.timeout_s): nothing to ask.
+    if (RankService::instance().job_ending()) {
+      logging::get("braid.run")->warn("got {} while the job is ending: it ends on its own", name);
+      return;
+    }
     logging::get("braid.run")->warn("got {}: asking the driver to checkpoint and stop", name);
     if (is_driver) {
       RankService::instance().request_driver_stop(name);
@@ -177,7 +225,7 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
 
   // A rank continued after a stop must know it was the one that hung (pause_watch.h).
   PauseWatch pause_watch;
-  JoinWatchdog join_watchdog(job);
+  PeerWatch peer_watch(job);
   // A peer that fails while this rank joins often shows first as a broken store connection (rank 0's
   // watchdog ended its process, and the store with it): name the peers this host sees failed beside it.
   std::optional<JobRuntime> joining;
@@ -191,7 +239,7 @@ int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options)
   }
   JobRuntime& runtime = *joining;
   joined.store(true);
-  join_watchdog.done();
+  peer_watch.joined();
 
   if (runtime.is_driver()) {
     Driver d(job, runtime, options);

@@ -126,12 +126,20 @@ def kill_all(proc, marker):
         pass
 
 
+# mpirun forwards a rank's output in the pieces it reads, tagging each: a long line may carry another tag
+# of the same rank in its middle ("... rank 1 (t[1,0]<stderr>:rainer) ..."), which is taken out.
+MID_LINE_TAG = {"mpirun": r"\[\d+,{}\]<std(?:out|err)>:"}
+
+
 def per_rank_output(launcher, text):
     out = {r: [] for r in range(WORLD)}
     for line in text.splitlines():
         m = RANK_PREFIX[launcher].match(line)
         if m and int(m.group(1)) in out:
-            out[int(m.group(1))].append(line[m.end():])
+            rest = line[m.end():]
+            if launcher in MID_LINE_TAG:
+                rest = re.sub(MID_LINE_TAG[launcher].format(m.group(1)), "", rest)
+            out[int(m.group(1))].append(rest)
     return {r: "\n".join(lines) for r, lines in out.items()}
 
 

@@ -3,6 +3,7 @@
 // The peer is a separate executable (rpc_test_peer) so that the kill is real: no destructor runs there.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -111,5 +112,34 @@ TEST_CASE("graceful shutdown stops waiting for a peer known dead, naming it", "[
   const std::string message = comm_error_of([&] { agent.shutdown(true); });
   INFO(message);
   CHECK_THAT(message, Catch::Contains("known dead") && Catch::Contains("'worker1'"));
+  CHECK_FALSE(agent.is_running());
+}
+
+// A peer killed before it ever talked to this worker breaks no connection here; a job runtime sees its
+// process end (RpcAgentOptions::peer_ended) and the barrier gives up at its first look, before the liveness
+// probe (kProbeAfter) would find it: the reason is the runtime's, which the probe's connect error is not.
+TEST_CASE("graceful shutdown takes a peer whose process ended as dead, from peer_ended", "[rpc][agent][killed][shutdown]") {
+  const std::string transport = GENERATE(from_range(rpc::testing::transports_under_test()));
+  if (transport == "loopback") return;  // needs a real process boundary
+  INFO("transport " << transport);
+  auto st = master_store();
+  ChildProcess peer(BRAID_RPC_TEST_PEER, {std::to_string(st->port()), transport});
+  std::atomic<bool> killed{false};
+  std::atomic<int> asked_about{-1};
+  RpcAgentOptions o;
+  o.transport = transport;
+  o.join_timeout = Millis(60'000);
+  o.peer_ended = [&](int id) -> std::string {
+    asked_about = id;
+    return killed ? "its process, pid 4242, is gone (the test killed it)" : "";
+  };
+  Registry registry;
+  RpcAgent agent("worker0", 0, 2, st, o, registry);
+  peer.kill_now();
+  killed = true;
+  const std::string message = comm_error_of([&] { agent.shutdown(true); });
+  INFO(message);
+  CHECK_THAT(message, Catch::Contains("known dead") && Catch::Contains("'worker1' (its process, pid 4242, is gone"));
+  CHECK(asked_about == 1);
   CHECK_FALSE(agent.is_running());
 }
