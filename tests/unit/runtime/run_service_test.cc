@@ -63,6 +63,42 @@ TEST_CASE("run: a SignalWatcher takes SIGUSR1 and SIGTERM sent to the process", 
   CHECK(count == 2);
 }
 
+// A thread that a library started before block_job_signals() (OpenBLAS's pool) does not block the job's
+// signals, and the kernel may hand it one: the handler there sends it on to the watcher, which takes it at
+// once, not at the end of its wait (mpirun ends a rank within moments of its SIGTERM), and only once. The
+// watcher's wait is 3 s here: a signal taken only when the wait ends would miss the 2.5 s bound.
+TEST_CASE("run: a signal that reaches a thread not blocking it is handled at once, and once", "[runtime][run]") {
+  SignalsRestored restore;
+  block_job_signals();
+  std::atomic<int> count{0};
+  std::atomic<bool> release{false};
+  std::atomic<bool> ready{false};
+  // Created with the signals unblocked, as a library's thread is.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  std::thread library([&] {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    ready = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    SignalWatcher watcher([&](int) { ++count; }, std::chrono::milliseconds(3000));
+    ::pthread_kill(library.native_handle(), SIGUSR1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+    while (count == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(count == 1);
+  }  // joins at the end of its 3 s wait: a second take of the same signal would have come by then
+  release = true;
+  library.join();
+  CHECK(count == 1);
+}
+
 TEST_CASE("run: a PauseWatch notices that its process was stopped and continued", "[runtime][run]") {
   int to_parent[2];
   REQUIRE(::pipe(to_parent) == 0);
