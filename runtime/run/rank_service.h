@@ -99,7 +99,7 @@ class RankService {
   // (mpirun, srun); a signal handler cannot use the store, which the main thread may be blocked in.
   static void publish_process(store::Store& store, int rank);
   void read_processes(store::Store& store, int world_size);
-  // When read_processes() ran: every rank was in the default group then (run_job's join watchdog).
+  // When read_processes() ran: every rank was in the default group then (run_job's PeerWatch).
   std::optional<std::chrono::steady_clock::time_point> in_default_group_since() const;
   // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
   // other ranks on this host whose process is gone, has exited or is stopped, or was seen stopped lately
