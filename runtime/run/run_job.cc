@@ -92,7 +92,7 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
 // A peer on this host whose process is gone or has exited cannot join any more: that is acted on at the
 // next tick, before a launcher (mpirun, srun) ends the job over the dead rank and, as mpirun does, drops
 // what the ranks it ends write as they go.
-// Joined: it looks every kSampleTick, so that a peer stopped while this rank waits on it somewhere that
+// Joined: it looks every kSampleTick (500 ms), so that a peer stopped while this rank waits on it somewhere that
 // looks at no process (a call to it, the store) is remembered after a launcher continues it
 // (local_peers.h); a stop that hangs the job lasts failure.timeout_s (1 s at least): it is seen. As the job
 // ends (until this rank is at RPC shutdown's last barrier) it looks every kJoinTick and acts on a dead peer.
@@ -165,7 +165,9 @@ class PeerWatch {
   // How often a joining or ending rank looks for a peer on this host that is gone or has exited (one read
   // of /proc per peer), and how often a joined one looks for stopped peers.
   static constexpr std::chrono::milliseconds kJoinTick{100};
-  static constexpr std::chrono::milliseconds kSampleTick{250};
+  // 500 ms: a rank reads /proc once per peer on its host each look, so a host of 64 ranks makes 64 x 64
+  // reads a look; a stop that hangs the job lasts failure.timeout_s (1 s at least) and is still seen.
+  static constexpr std::chrono::milliseconds kSampleTick{500};
 
   const JobSpec& job_;
   std::mutex mu_;
