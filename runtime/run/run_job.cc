@@ -92,8 +92,8 @@ std::string failure_behind_signal(const JobSpec& job, int self) {
 // A peer on this host whose process is gone or has exited cannot join any more: that is acted on at the
 // next tick, before a launcher (mpirun, srun) ends the job over the dead rank and, as mpirun does, drops
 // what the ranks it ends write as they go.
-// Joined: it looks every kSampleTick (500 ms), so that a peer stopped while this rank waits on it somewhere that
-// looks at no process (a call to it, the store) is remembered after a launcher continues it
+// Joined: it looks every kSampleTick (500 ms), so that a peer stopped while this rank waits on it
+// somewhere that looks at no process (a call to it, the store) is remembered after a launcher continues it
 // (local_peers.h); a stop that hangs the job lasts failure.timeout_s (1 s at least): it is seen. As the job
 // ends (until this rank is at RPC shutdown's last barrier) it looks every kJoinTick and acts on a dead peer.
 class PeerWatch {
