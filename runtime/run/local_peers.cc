@@ -15,6 +15,19 @@ namespace {
 
 double seconds(LocalPeers::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// "rank 1 (trainer) died (its process, pid 123, is gone<after>)" or "... has exited (pid 123<after>)" for a
+// process that has ended; "" for any other state.
+std::string ended_text(const std::string& who, long pid, ProcessState state, const std::string& after) {
+  switch (state) {
+    case ProcessState::kGone:
+      return fmt::format("{} died (its process, pid {}, is gone{})", who, pid, after);
+    case ProcessState::kExited:
+      return fmt::format("{} has exited (pid {}{})", who, pid, after);
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 std::string LocalPeers::this_host() {
@@ -27,6 +40,7 @@ void LocalPeers::set(Table table, int self) {
   std::lock_guard<std::mutex> lock(mu_);
   table_ = std::move(table);
   self_ = self;
+  host_ = this_host();
   stopped_.clear();
 }
 
@@ -48,13 +62,14 @@ void LocalPeers::note_stopped(int rank, Clock::time_point now) {
 std::string LocalPeers::describe(Filter filter, const NameRank& name, Clock::duration memory) {
   Table table;
   int self = -1;
+  std::string host;
   {
     std::lock_guard<std::mutex> lock(mu_);
     table = table_;
     self = self_;
+    host = host_;
   }
   // The states are read without the lock: /proc may be slow on a loaded host.
-  const std::string host = this_host();
   std::map<int, ProcessState> states;
   for (const auto& [r, where] : table) {
     const auto& [their_host, pid] = where;
@@ -84,31 +99,22 @@ std::string LocalPeers::describe(Filter filter, const NameRank& name, Clock::dur
   for (const auto& [r, state] : states) {
     const long pid = table.at(r).second;
     const std::optional<std::string> stop = stop_note(r);
+    std::string stopped;
+    if (state == ProcessState::kStopped) {
+      stopped = fmt::format("{} is stopped (pid {})", name(r), pid);
+    } else if (stop) {
+      stopped = fmt::format("{} was stopped (pid {}): {}", name(r), pid, *stop);
+    }
     if (filter == Filter::kStopped) {
-      if (state == ProcessState::kStopped) {
-        ended.push_back(fmt::format("{} is stopped (pid {})", name(r), pid));
-      } else if (stop) {
-        ended.push_back(fmt::format("{} was stopped (pid {}): {}", name(r), pid, *stop));
-      }
+      if (!stopped.empty()) ended.push_back(std::move(stopped));
       continue;
     }
     // A peer that ended after it was seen stopped: a launcher ended the hung rank; both are told.
     const std::string after = stop && filter == Filter::kFailed ? ", after it was " + *stop : "";
-    switch (state) {
-      case ProcessState::kGone:
-        gone.push_back(fmt::format("{} died (its process, pid {}, is gone{})", name(r), pid, after));
-        break;
-      case ProcessState::kExited:
-        ended.push_back(fmt::format("{} has exited (pid {}{})", name(r), pid, after));
-        break;
-      case ProcessState::kStopped:
-        if (filter == Filter::kFailed) ended.push_back(fmt::format("{} is stopped (pid {})", name(r), pid));
-        break;
-      default:
-        if (stop && filter == Filter::kFailed) {
-          ended.push_back(fmt::format("{} was stopped (pid {}): {}", name(r), pid, *stop));
-        }
-        break;
+    if (std::string dead = ended_text(name(r), pid, state, after); !dead.empty()) {
+      (state == ProcessState::kGone ? gone : ended).push_back(std::move(dead));
+    } else if (filter == Filter::kFailed && !stopped.empty()) {
+      ended.push_back(std::move(stopped));
     }
   }
   gone.insert(gone.end(), ended.begin(), ended.end());
@@ -117,26 +123,21 @@ std::string LocalPeers::describe(Filter filter, const NameRank& name, Clock::dur
 
 std::string LocalPeers::ended(int rank, const NameRank& name) {
   std::pair<std::string, long> where;
+  std::string host;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = table_.find(rank);
     if (it == table_.end() || rank == self_) return "";
     where = it->second;
+    host = host_;
   }
-  if (where.first != this_host() || where.second <= 0) return "";
-  switch (process_state(static_cast<int>(where.second))) {
-    case ProcessState::kGone:
-      return fmt::format("{} died (its process, pid {}, is gone)", name(rank), where.second);
-    case ProcessState::kExited:
-      return fmt::format("{} has exited (pid {})", name(rank), where.second);
-    case ProcessState::kStopped: {
-      std::lock_guard<std::mutex> lock(mu_);
-      note_stopped(rank, Clock::now());
-      return "";
-    }
-    default:
-      return "";
+  if (where.first != host || where.second <= 0) return "";
+  const ProcessState state = process_state(static_cast<int>(where.second));
+  if (state == ProcessState::kStopped) {
+    std::lock_guard<std::mutex> lock(mu_);
+    note_stopped(rank, Clock::now());
   }
+  return ended_text(name(rank), where.second, state, "");
 }
 
 }  // namespace braid::runtime

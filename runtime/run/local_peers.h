@@ -64,6 +64,7 @@ class LocalPeers {
   mutable std::mutex mu_;
   Table table_;                        // GUARDED_BY(mu_)
   int self_ = -1;                      // GUARDED_BY(mu_)
+  std::string host_;                   // GUARDED_BY(mu_): this host's name, read once by set()
   std::map<int, Sighting> stopped_;    // GUARDED_BY(mu_)
 };
 

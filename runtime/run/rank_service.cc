@@ -215,12 +215,13 @@ std::string RankService::local_failed_peer(bool dead_only) {
 
 std::string RankService::local_stopped_peers() { return local_peers(LocalPeers::Filter::kStopped); }
 
+const JobSpec* RankService::job() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return job_;
+}
+
 std::string RankService::local_peers(LocalPeers::Filter filter) {
-  const JobSpec* job = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job = job_;
-  }
+  const JobSpec* job = this->job();
   if (job == nullptr) return "";
   // A stop matters while the peers' watchdogs and the launcher may still act on it (pause_watch.h).
   return peers_.describe(filter, [job](int r) { return describe_rank(*job, r); },
@@ -228,13 +229,8 @@ std::string RankService::local_peers(LocalPeers::Filter filter) {
 }
 
 std::string RankService::local_peer_ended(int rank) {
-  const JobSpec* job = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job = job_;
-  }
-  if (job == nullptr) return "";
-  return peers_.ended(rank, [job](int r) { return describe_rank(*job, r); });
+  const JobSpec* job = this->job();
+  return job == nullptr ? "" : peers_.ended(rank, [job](int r) { return describe_rank(*job, r); });
 }
 
 std::string RankService::placement() const {

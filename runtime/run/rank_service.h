@@ -123,6 +123,7 @@ class RankService {
   RankService() = default;
 
   std::string local_peers(LocalPeers::Filter filter);
+  const JobSpec* job() const;  // nullptr before configure()
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
