@@ -72,17 +72,18 @@ const char* signal_label(int signo) {
 
 }  // namespace
 
-void arm_from(const std::string& spec, int rank) {
+void arm_from(const std::string& spec, int rank, int run) {
   std::vector<Entry> mine;
   if (!spec.empty()) {
     for (const std::string& entry : split(spec, ',')) {
       const std::vector<std::string> f = split(entry, ':');
-      BRAID_CHECK_ARG(f.size() == 3 || f.size() == 4, "BRAID_FAULT entry '{}': expected POINT:RANK:SIGNAL[:NTH]",
-                      entry);
+      BRAID_CHECK_ARG(f.size() >= 3 && f.size() <= 5,
+                      "BRAID_FAULT entry '{}': expected POINT:RANK:SIGNAL[:NTH[:RUN]]", entry);
       BRAID_CHECK_ARG(!f[0].empty(), "BRAID_FAULT entry '{}': the point is empty", entry);
       const int r = parse_int(f[1], entry, "rank", 0);
-      Entry e{f[0], parse_signal(f[2], entry), f.size() == 4 ? parse_int(f[3], entry, "reach", 1) : 1};
-      if (r == rank) mine.push_back(std::move(e));
+      Entry e{f[0], parse_signal(f[2], entry), f.size() >= 4 ? parse_int(f[3], entry, "reach", 1) : 1};
+      const int entry_run = f.size() == 5 ? parse_int(f[4], entry, "run", 0) : 0;
+      if (r == rank && entry_run == run) mine.push_back(std::move(e));
     }
   }
   std::lock_guard<std::mutex> lock(g_mu);
@@ -92,10 +93,10 @@ void arm_from(const std::string& spec, int rank) {
   g_armed.store(!g_entries.empty(), std::memory_order_release);
 }
 
-void arm(int rank) {
+void arm(int rank, int run) {
   const char* spec = std::getenv("BRAID_FAULT");
   if (spec == nullptr || *spec == 0) return;
-  arm_from(spec, rank);
+  arm_from(spec, rank, run);
 }
 
 bool armed() { return g_armed.load(std::memory_order_acquire); }

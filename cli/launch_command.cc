@@ -1,9 +1,13 @@
 #include "cli/launch_command.h"
 
 #include <chrono>
+#include <filesystem>
 
+#include "cli/run_command.h"
 #include "cli/seconds_flag.h"
+#include "runtime/job/job_spec.h"
 #include "runtime/launcher/launcher.h"
+#include "runtime/run/roles.h"
 
 namespace braid::cli {
 namespace {
@@ -16,6 +20,10 @@ constexpr const char* kFooter =
     "SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to every rank. When a rank exits with a\n"
     "non-zero code or is killed by a signal, the others get SIGTERM, then SIGKILL after --kill-timeout,\n"
     "and the launcher exits with that rank's code (128 + signal number for a signal).\n"
+    "With --max-restarts N (or failure.max_restarts in the job file of `braid run JOB`) a failed job is\n"
+    "started again, all ranks, up to N times, each after --restart-backoff seconds, with BRAID_RESTART_COUNT\n"
+    "one higher: braid run then resumes from the latest complete checkpoint in checkpoint.dir. Exit code 2\n"
+    "(a bad job file or command line) and a launcher stopped by a signal are not restarted.\n"
     "\n"
     "Examples:\n"
     "  braid launch -n 2 -- braid info                  one report per rank, launched by env\n"
@@ -23,8 +31,30 @@ constexpr const char* kFooter =
     "                                                    the hybrid training job on its 6 ranks\n"
     "  braid launch -n 2 -- sh -c 'echo rank $RANK of $WORLD_SIZE'\n"
     "  braid launch -n 8 --master-port 29500 --kill-timeout 30 -- ./my_program\n"
+    "  braid launch -n 4 --max-restarts 3 -- braid run job.yaml --set checkpoint.dir=ckpt --set checkpoint.interval=50\n"
+    "                                                    survives 3 failures, losing at most 50 steps each\n"
     "\n"
     "For more than one machine use mpirun or srun: docs/DEPLOY.md.";
+
+// The job a `braid run JOB [options]` command runs (braid named by any path), read as that command will (the file and its --set
+// overrides); nullopt for any other command, or one this cannot read: braid run then reports the error.
+std::optional<runtime::JobSpec> job_of_command(const std::vector<std::string>& command) {
+  if (command.size() < 3 || std::filesystem::path(command[0]).filename() != "braid" || command[1] != "run") {
+    return std::nullopt;
+  }
+  try {
+    CLI::App app;
+    RunOptions run;
+    add_run_command(app, run);
+    std::vector<std::string> args(command.rbegin(), command.rend() - 1);  // CLI11 takes them reversed
+    app.parse(args);
+    runtime::JobSpec job = runtime::parse_job_file(run.job_file);
+    runtime::apply_overrides(job, run.sets);
+    return job;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -48,6 +78,13 @@ CLI::App* add_launch_command(CLI::App& app, LaunchCommandOptions& options) {
                   "before SIGKILL")
       ->capture_default_str()
       ->check(seconds_flag());
+  cmd->add_option("--max-restarts", options.max_restarts,
+                  "Start a failed job again, every rank, at most N times (braid run resumes from its latest "
+                  "checkpoint); default: the job file's failure.max_restarts, else 0")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--restart-backoff", options.restart_backoff_s,
+                  "Seconds between a failed job's end and its restart; default: failure.backoff_s, else 1")
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("command", options.command, "The command every rank runs, after '--'")->required();
   cmd->footer(kFooter);
   return cmd;
@@ -64,6 +101,13 @@ int run_launch_command(const LaunchCommandOptions& options) {
   o.term_timeout = Millis(static_cast<int64_t>(options.term_timeout_s * 1000));
   o.command = options.command;
   o.braid_executable = runtime::launcher::current_executable();
+  const std::optional<runtime::JobSpec> job = job_of_command(options.command);
+  o.max_restarts = options.max_restarts.value_or(job ? job->failure.max_restarts : 0);
+  const double backoff_s = options.restart_backoff_s.value_or(job ? job->failure.backoff_s : 1.0);
+  o.restart_backoff = Millis(static_cast<int64_t>(backoff_s * 1000));
+  if (job && static_cast<int>(job->roles.world_size()) == options.nprocs) {
+    o.describe_rank = [job = *job](int rank) { return runtime::describe_rank(job, rank); };
+  }
   return runtime::launcher::launch(o);
 }
 

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct LaunchCommandOptions {
   bool no_prefix = false;
   double kill_timeout_s = 10;
   double term_timeout_s = 60;
+  // Unset: the job file's failure.max_restarts / failure.backoff_s when the command is `braid run JOB`,
+  // else no restart.
+  std::optional<int> max_restarts;
+  std::optional<double> restart_backoff_s;
   std::vector<std::string> command;
 };
 

@@ -52,6 +52,7 @@ int run_run_command(const RunOptions& options, const runtime::LaunchEnv& env) {
   if (!options.levels_given) logging::set_levels(job.log.level + (job.log.level == "info" ? ",braid.rpc=warn" : ""));
   runtime::RunOptions run;
   run.resume = options.resume;
+  run.restart_count = env.restart_count;
   if (!options.dump_grads.empty()) run.dump_grads = std::filesystem::absolute(options.dump_grads).string();
   return runtime::run_job(job, env, run);
 }

@@ -14,12 +14,16 @@ struct LaunchEnv {
   Launcher launcher = Launcher::None;
   int rank = 0;
   int world_size = 1;
+  // How many times this job has been started again after a failure: BRAID_RESTART_COUNT (braid launch
+  // --max-restarts), else SLURM_RESTART_COUNT (a requeued Slurm job), else 0. Above 0, braid run resumes
+  // from the latest complete checkpoint.
+  int restart_count = 0;
 };
 
 // Reads the launchers' variables through store::detect_launch(), first match wins in the order above:
 // mpirun inside a Slurm allocation sets both, and then Open MPI's view is the one that describes this
 // process. Throws InvalidArgument naming the variable when one is missing or not an integer, or when the
-// rank is outside [0, size).
+// rank is outside [0, size), or when a restart count is not a non-negative integer.
 LaunchEnv detect_launch_env();
 
 // "none", "mpirun", "slurm", "env".

@@ -153,4 +153,16 @@ BRAID_INSTANTIATE(float)
 BRAID_INSTANTIATE(double)
 #undef BRAID_INSTANTIATE
 
+Tensor bytes_tensor(std::string_view bytes) {
+  return from_vector(std::vector<uint8_t>(bytes.begin(), bytes.end()), {static_cast<int64_t>(bytes.size())});
+}
+
+std::string tensor_bytes(const Tensor& t, std::string_view what) {
+  BRAID_CHECK_ARG(t.defined() && t.dtype() == DType::UInt8 && t.dim() == 1, "{}: expected a 1-D uint8 tensor of bytes, got {}",
+                  what, t.defined() ? t.describe() : std::string("an undefined tensor"));
+  const Tensor c = t.cpu().contiguous();
+  const auto* data = c.data<uint8_t>();
+  return std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(c.numel()));
+}
+
 }  // namespace braid

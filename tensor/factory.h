@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/random.h"
@@ -43,5 +45,10 @@ Tensor scalar_tensor(Scalar value, TensorOptions options = {});
 // Copies the elements (in row-major order) out into a vector of T, converting.
 template <class T>
 std::vector<T> to_vector(const Tensor& t);
+
+// Bytes as a 1-D uint8 tensor and back, so that a state dict can carry them (a generator's state).
+// tensor_bytes throws InvalidArgument, naming `what`, for anything but a 1-D uint8 tensor.
+Tensor bytes_tensor(std::string_view bytes);
+std::string tensor_bytes(const Tensor& t, std::string_view what);
 
 }  // namespace braid

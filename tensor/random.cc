@@ -1,6 +1,7 @@
 #include "tensor/random.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "base/check.h"
 
@@ -64,6 +65,25 @@ void Generator::set_state(const State& state) {
   std::lock_guard<std::mutex> lock(mu_);
   engine_ = state.engine;
   seed_ = state.seed;
+}
+
+std::string Generator::save_state() const {
+  const State state = get_state();
+  std::ostringstream out;
+  out << "mt19937_64 " << state.seed << ' ' << state.engine;
+  return out.str();
+}
+
+void Generator::restore_state(std::string_view bytes) {
+  std::istringstream in{std::string(bytes)};
+  std::string tag;
+  State state;
+  in >> tag >> state.seed >> state.engine;
+  const bool read = !in.fail();
+  if (read && !in.eof()) in >> std::ws;  // at the end already, std::ws would set failbit
+  BRAID_CHECK_ARG(tag == "mt19937_64" && read && in.eof(),
+                  "Generator::restore_state: {} bytes are not a saved generator state", bytes.size());
+  set_state(state);
 }
 
 Generator& default_generator() {

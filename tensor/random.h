@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <string>
+#include <string_view>
 
 namespace braid {
 
@@ -31,6 +33,11 @@ class Generator {
   };
   State get_state() const;
   void set_state(const State& state);
+  // The state as bytes, for a checkpoint: the engine's words and the seed as text (what the standard's
+  // stream operators write), so that it is the same on every platform. restore_state() throws
+  // InvalidArgument for bytes that are not such a state, and then leaves the generator as it was.
+  std::string save_state() const;
+  void restore_state(std::string_view bytes);
 
  private:
   mutable std::mutex mu_;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/future.h"
@@ -60,10 +61,18 @@ class GradBucket {
 // A hook; its state (a process group, PowerSGD's matrices, ...) lives in the closure.
 using CommHook = std::function<Future<Tensor>(GradBucket& bucket)>;
 
+// A hook's state as named tensors, for a checkpoint.
+using CommHookState = std::vector<std::pair<std::string, Tensor>>;
+
 // A named hook: the name goes into DDP's logging data ("allreduce", "fp16_compress", "python hook"...).
+// A hook that keeps state across iterations (PowerSGD's error feedback) gives the two functions that save
+// and restore it, so that a job resumed from a checkpoint reduces exactly as an uninterrupted one; a
+// stateless hook leaves them empty.
 struct NamedCommHook {
   std::string name;
   CommHook hook;
+  std::function<CommHookState()> state_dict = nullptr;
+  std::function<void(const CommHookState&)> load_state_dict = nullptr;
 };
 
 // A buffer comm hook (PyTorch's _register_buffer_comm_hook): called instead of the broadcast of rank 0's

@@ -152,6 +152,12 @@ class DistributedDataParallel : public nn::Module {
   // PyTorch's _get_ddp_logging_data: buckets, rebuilds, the comm hook, timings of the last iteration
   // (empty without a Reducer).
   ReducerStats logging_data() const { return reducer_ ? reducer_->stats() : ReducerStats{}; }
+  // The Reducer's buckets once rebuilt (nullopt before, or without a Reducer), and back: what a checkpoint
+  // carries (Reducer::rebuilt_bucket_indices). Restoring into a DDP without a Reducer is an error.
+  std::optional<std::vector<std::vector<size_t>>> rebuilt_buckets() const {
+    return reducer_ ? reducer_->rebuilt_bucket_indices() : std::nullopt;
+  }
+  void restore_rebuilt_buckets(const std::vector<std::vector<size_t>>& buckets) { reducer().restore_rebuilt_buckets(buckets); }
   // The managed parameters, in registration order, and their names.
   const std::vector<Tensor>& managed_parameters() const { return params_; }
   const std::vector<std::string>& managed_parameter_names() const { return param_names_; }

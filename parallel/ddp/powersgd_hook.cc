@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -141,6 +143,9 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
   const TensorOptions like(dtype, buffer.device());  // every tensor of the computation lives with the buffer
   const std::vector<Tensor> grads = gradient_views(bucket, buffer);
   const std::shared_ptr<BucketMemory> mem = bucket_memory(*memory, bucket.index());
+  // Memory restored from a checkpoint is on the CPU: it moves to the bucket's device at its first use.
+  if (mem->error.defined() && mem->error.device() != buffer.device()) mem->error = mem->error.to(buffer.device());
+  if (mem->q.defined() && mem->q.device() != buffer.device()) mem->q = mem->q.to(buffer.device());
 
   // 1. Error feedback; the input is kept to compute the next error from.
   Tensor input_copy;
@@ -303,9 +308,77 @@ Tensor PowerSGDState::error(size_t bucket_index) const {
   return it->second->error.clone();
 }
 
+std::vector<std::pair<std::string, Tensor>> PowerSGDState::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::lock_guard<std::mutex> lock(memory_->mu);
+  out.emplace_back("iter", from_vector(std::vector<int64_t>{memory_->iter}, {1}));
+  out.emplace_back("stats", from_vector(std::vector<int64_t>{memory_->stats.numel_before_compression,
+                                                             memory_->stats.numel_after_compression,
+                                                             memory_->next_stats_report}));
+  out.emplace_back("rng", bytes_tensor(rng_.save_state()));
+  for (const auto& [index, mem] : memory_->buckets) {
+    if (mem->error.defined()) out.emplace_back(fmt::format("bucket.{}.error", index), mem->error.cpu().clone());
+    if (mem->q.defined()) out.emplace_back(fmt::format("bucket.{}.q", index), mem->q.cpu().clone());
+  }
+  return out;
+}
+
+void PowerSGDState::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  // Everything is checked before anything changes.
+  auto counters = [](const std::string& key, const Tensor& t, int64_t n) {
+    BRAID_CHECK_ARG(t.defined() && t.dtype() == DType::Int64 && t.dim() == 1 && t.numel() == n,
+                    "PowerSGDState::load_state_dict: '{}' must be {} int64 value(s), got {}", key, n,
+                    t.defined() ? t.describe() : std::string("an undefined tensor"));
+    return to_vector<int64_t>(t);
+  };
+  std::optional<std::vector<int64_t>> iter, stats;
+  std::optional<std::string> rng;
+  std::map<size_t, BucketMemory> buckets;
+  for (const auto& [key, t] : state) {
+    if (key == "iter") {
+      iter = counters(key, t, 1);
+    } else if (key == "stats") {
+      stats = counters(key, t, 3);
+    } else if (key == "rng") {
+      rng = tensor_bytes(t, "PowerSGDState::load_state_dict: 'rng'");
+      Generator probe;
+      probe.restore_state(*rng);
+    } else if (key.rfind("bucket.", 0) == 0) {
+      const size_t dot = key.find('.', 7);
+      const std::string field = dot == std::string::npos ? "" : key.substr(dot + 1);
+      const std::string number = key.substr(7, dot == std::string::npos ? std::string::npos : dot - 7);
+      BRAID_CHECK_ARG((field == "error" || field == "q") && !number.empty() &&
+                          number.find_first_not_of("0123456789") == std::string::npos && number.size() < 10,
+                      "PowerSGDState::load_state_dict: unexpected entry '{}' (expected bucket.<i>.error or bucket.<i>.q)", key);
+      BRAID_CHECK_ARG(t.defined() && t.dim() == 1 && is_floating(t.dtype()),
+                      "PowerSGDState::load_state_dict: '{}' must be a 1-D floating-point tensor, got {}", key,
+                      t.defined() ? t.describe() : std::string("an undefined tensor"));
+      BucketMemory& m = buckets[static_cast<size_t>(std::stoul(number))];
+      (field == "error" ? m.error : m.q) = t.clone();
+    } else {
+      BRAID_THROW(InvalidArgument, "PowerSGDState::load_state_dict: unexpected entry '{}'", key);
+    }
+  }
+  BRAID_CHECK_ARG(iter && stats && rng, "PowerSGDState::load_state_dict: the state lacks {}",
+                  !iter ? "'iter'" : !stats ? "'stats'" : "'rng'");
+  rng_.restore_state(*rng);
+  std::lock_guard<std::mutex> lock(memory_->mu);
+  memory_->iter = iter->at(0);
+  memory_->stats.numel_before_compression = stats->at(0);
+  memory_->stats.numel_after_compression = stats->at(1);
+  memory_->stats.compress_rate =
+      stats->at(1) > 0 ? static_cast<double>(stats->at(0)) / static_cast<double>(stats->at(1)) : 0;
+  memory_->next_stats_report = stats->at(2);
+  memory_->buckets.clear();
+  for (auto& [index, m] : buckets) memory_->buckets[index] = std::make_shared<BucketMemory>(std::move(m));
+}
+
 NamedCommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   BRAID_CHECK_ARG(state != nullptr, "powersgd_hook: the state must not be null");
-  return {"powersgd", [state](GradBucket& bucket) { return PowerSGDRunner::run(*state, bucket); }};
+  NamedCommHook hook{"powersgd", [state](GradBucket& bucket) { return PowerSGDRunner::run(*state, bucket); }};
+  hook.state_dict = [state] { return state->state_dict(); };
+  hook.load_state_dict = [state](const CommHookState& s) { state->load_state_dict(s); };
+  return hook;
 }
 
 }  // namespace braid::parallel

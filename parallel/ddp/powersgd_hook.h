@@ -52,6 +52,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "collectives/core/process_group.h"
 #include "parallel/ddp/comm_hook.h"
@@ -97,6 +100,14 @@ class PowerSGDState {
   // The local error memorised for a bucket index after its last compressed reduction (a copy; undefined
   // before the first one or without error feedback).
   Tensor error(size_t bucket_index) const;
+
+  // What a checkpoint must carry for a resumed job to compute what an uninterrupted one would: the
+  // iteration count and statistics ("iter", "stats"), the generator of the random Qs' seeds ("rng"), and
+  // each bucket's error memory and warm-start Q ("bucket.<i>.error", "bucket.<i>.q"), copied to the CPU.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Restores it, between iterations. InvalidArgument naming the key for an entry it does not know or of
+  // the wrong kind; the state is then unchanged. Tensors move to the buckets' device at their next use.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state);
 
  private:
   friend class PowerSGDRunner;

@@ -97,6 +97,12 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // when it is due, every bucket's comm hook on zeros, in the current order, and the used-map allreduce.
   void join_shadow_iteration();
   std::vector<std::vector<size_t>> bucket_indices() const;
+  // The buckets once rebuilt (nullopt before): what a checkpoint carries, so that a resumed job reduces in
+  // the buckets an uninterrupted one would (a comm hook's memory is per bucket index).
+  std::optional<std::vector<std::vector<size_t>>> rebuilt_bucket_indices() const;
+  // Takes `buckets` as the rebuilt buckets, so that no rebuild follows. Between iterations only;
+  // InvalidArgument for buckets that do not hold every parameter once, in one dtype and device each.
+  void restore_rebuilt_buckets(const std::vector<std::vector<size_t>>& buckets);
   ReducerStats stats() const;
   bool expecting_hooks() const;
 

@@ -241,4 +241,25 @@ void Reducer::rebuild_buckets() {
   ready_order_.clear();
 }
 
+std::optional<std::vector<std::vector<size_t>>> Reducer::rebuilt_bucket_indices() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!rebuilt_) return std::nullopt;
+  std::vector<std::vector<size_t>> out;
+  for (const auto& b : buckets_) out.push_back(b.variables);
+  return out;
+}
+
+void Reducer::restore_rebuilt_buckets(const std::vector<std::vector<size_t>>& buckets) {
+  std::lock_guard<std::mutex> lock(mu_);
+  BRAID_CHECK_ARG(!expect_hooks_ && !require_finalize_,
+                  "DDP: buckets can only be restored between iterations, not during a backward");
+  size_t count = 0;
+  for (const auto& b : buckets) count += b.size();
+  BRAID_CHECK_ARG(count == params_.size(), "DDP: the restored buckets hold {} parameters, the model has {}", count,
+                  params_.size());
+  build_buckets(buckets);  // checks each index once, and one dtype and device per bucket
+  rebuilt_ = true;
+  ready_order_.clear();
+}
+
 }  // namespace braid::parallel

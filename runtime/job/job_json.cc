@@ -225,6 +225,8 @@ json to_json(const JobSpec& job) {
   j["failure"] = {{"timeout_s", job.failure.timeout_s},
                   {"heartbeat_s", job.failure.heartbeat_s},
                   {"context_ttl_s", job.failure.context_ttl_s},
+                  {"max_restarts", job.failure.max_restarts},
+                  {"backoff_s", job.failure.backoff_s},
                   {"stall_warn_s", job.failure.stall_warn_s ? json(*job.failure.stall_warn_s) : json(nullptr)}};
   j["status_file"] = job.status_file;
   return j;

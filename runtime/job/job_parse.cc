@@ -441,7 +441,7 @@ class Parser {
   }
 
   void failure(const json& value, FailureSpec& out) {
-    Fields f(value, "failure", {"timeout_s", "heartbeat_s", "context_ttl_s", "stall_warn_s"});
+    Fields f(value, "failure", {"timeout_s", "heartbeat_s", "context_ttl_s", "stall_warn_s", "max_restarts", "backoff_s"});
     f.read("timeout_s", out.timeout_s);
     require_duration(out.timeout_s, f.path("timeout_s"));
     f.read("heartbeat_s", out.heartbeat_s);
@@ -452,6 +452,11 @@ class Parser {
     }
     f.read("context_ttl_s", out.context_ttl_s);
     require_duration(out.context_ttl_s, f.path("context_ttl_s"));
+    f.read("max_restarts", out.max_restarts, 0, 1000);
+    f.read("backoff_s", out.backoff_s);
+    if (!(out.backoff_s >= 0 && out.backoff_s <= 3600)) {
+      fail(f.path("backoff_s"), fmt::format("must be in [0, 3600] seconds, got {}", out.backoff_s));
+    }
     // Unset (or null, as job_json writes an unset one) leaves BRAID_STALL_WARN_S in charge.
     if (value.is_object() && value.contains("stall_warn_s") && !value.at("stall_warn_s").is_null()) {
       double s = 0;

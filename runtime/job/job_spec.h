@@ -175,6 +175,10 @@ struct FailureSpec {
   // The collectives' stall watchdog warns about an op that has waited this long (0: off). Unset:
   // BRAID_STALL_WARN_S, else 60 (collectives/queue/health_monitor.h).
   std::optional<double> stall_warn_s;
+  // Under `braid launch`: a job whose rank failed is started again, from its latest complete checkpoint,
+  // at most this many times (--max-restarts overrides), each restart after backoff_s.
+  int max_restarts = 0;
+  double backoff_s = 1;
 };
 
 struct JobSpec {

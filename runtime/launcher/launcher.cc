@@ -115,10 +115,13 @@ class NoticeFile {
 // a poll() loop over the signalfd and every rank's pipes.
 class Launch {
  public:
-  Launch(const LaunchOptions& options, std::string executable, int port)
-      : options_(options), executable_(std::move(executable)), port_(port) {}
+  Launch(const LaunchOptions& options, std::string executable, int port, int restart, SignalFd& signals)
+      : options_(options), executable_(std::move(executable)), port_(port), restart_(restart), signals_(signals) {}
 
   int run();
+  // Why this run failed ("rank 2 (worker) killed by SIGKILL") when a restart may mend it: a rank failed
+  // while the job ran, the launcher was not told to stop, and the failure is no bad input (exit code 2).
+  std::optional<std::string> restartable_failure() const;
 
  private:
   // Running: no failure and no stop request yet. Stopping: the ranks got SIGTERM (or the signal the
@@ -140,10 +143,13 @@ class Launch {
   void close_output(Rank& rank, int stream);
   int running_count() const;
   std::string running_list() const;
+  std::string describe(size_t rank) const;
 
   const LaunchOptions& options_;
   const std::string executable_;
   const int port_;
+  const int restart_;
+  SignalFd& signals_;
   const security::JobSecret secret_ = launch_secret();
   std::vector<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
@@ -151,6 +157,9 @@ class Launch {
   int stop_signal_ = 0;  // what the ranks got when the job began to stop, and how long they were given
   Millis stop_grace_{0};
   std::optional<int> first_failure_;  // the wait status of the first rank that did not exit 0
+  std::string first_failure_text_;    // "rank 2 (worker) killed by SIGKILL"
+  bool failed_while_running_ = false;  // the first failure came before any stop
+  bool told_to_stop_ = false;          // SIGINT, SIGTERM or SIGHUP reached the launcher
   bool gave_up_ = false;
   NoticeFile notice_;
 };
@@ -162,7 +171,7 @@ void Launch::spawn_all() {
     SpawnSpec spec;
     spec.path = executable_;
     spec.argv = options_.command;
-    spec.env = rank_environment(parent_env, {r, options_.nprocs, options_.master_addr, port_, secret_.text()});
+    spec.env = rank_environment(parent_env, {r, options_.nprocs, options_.master_addr, port_, secret_.text(), restart_});
     std::erase_if(spec.env, [](const std::string& e) { return e.rfind("BRAID_LAUNCH_NOTICE=", 0) == 0; });
     if (!notice_.path().empty()) spec.env.push_back("BRAID_LAUNCH_NOTICE=" + notice_.path());
     spec.capture_output = options_.prefix_output;
@@ -182,6 +191,16 @@ std::string Launch::running_list() const {
     if (ranks_[r].process.running()) out += (out.empty() ? "" : ", ") + std::to_string(r);
   }
   return out;
+}
+
+std::string Launch::describe(size_t rank) const {
+  return options_.describe_rank ? options_.describe_rank(static_cast<int>(rank)) : fmt::format("rank {}", rank);
+}
+
+std::optional<std::string> Launch::restartable_failure() const {
+  if (!first_failure_ || !failed_while_running_ || told_to_stop_) return std::nullopt;
+  if (exit_code_of(*first_failure_) == kBadInputExitCode) return std::nullopt;
+  return first_failure_text_;
 }
 
 void Launch::stop(int sig, Millis grace) {
@@ -214,15 +233,19 @@ void Launch::reap_exited() {
   for (const size_t r : failed) {
     const int status = ranks_[r].process.wait_status();
     const bool first = !first_failure_;
-    if (first) first_failure_ = status;
+    if (first) {
+      first_failure_ = status;
+      first_failure_text_ = fmt::format("{} {}", describe(r), describe_exit(status));
+      failed_while_running_ = phase_ == Phase::kRunning;
+    }
     // Ranks that fail while the job is already stopping were most likely stopped by the launcher itself.
     if (!first && phase_ != Phase::kRunning) continue;
     const int others = running_count();
     if (first && phase_ == Phase::kRunning && others > 0) {
       notice_.write(fmt::format("rank {} {}", r, describe_exit(status)));
-      say(fmt::format("rank {} {}; stopping the other {} {}", r, describe_exit(status), others, ranks_word(others)));
+      say(fmt::format("{} {}; stopping the other {} {}", describe(r), describe_exit(status), others, ranks_word(others)));
     } else {
-      say(fmt::format("rank {} {}", r, describe_exit(status)));
+      say(fmt::format("{} {}", describe(r), describe_exit(status)));
     }
   }
   if (first_failure_ && phase_ == Phase::kRunning && running_count() > 0) stop(SIGTERM, options_.kill_timeout);
@@ -237,6 +260,7 @@ void Launch::on_signal(int sig) {
     return;
   }
   // SIGINT, SIGTERM, SIGHUP: the job is to end. A second one does not wait any longer.
+  told_to_stop_ = true;
   if (phase_ == Phase::kRunning) {
     say(fmt::format("got {}; forwarding it to {} {} (SIGKILL after {} s)", signal_name(sig), running,
                     ranks_word(running), options_.term_timeout.count() / 1000.0));
@@ -278,8 +302,6 @@ void Launch::on_readable(Rank& rank, int stream) {
 }
 
 int Launch::run() {
-  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD});
-  IgnoreSigpipe ignore_sigpipe;
   spawn_all();
 
   std::optional<Deadline> drain;
@@ -289,7 +311,7 @@ int Launch::run() {
     if (running_count() > 0 && deadline_.expired()) on_deadline();
     if (gave_up_) break;
 
-    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
     std::vector<std::pair<Rank*, int>> sources;  // fds[i + 1] belongs to sources[i]
     for (Rank& r : ranks_) {
       for (int stream : {1, 2}) {
@@ -307,7 +329,7 @@ int Launch::run() {
     if (ready < 0 && errno != EINTR) BRAID_THROW(Error, "braid launch: poll failed: {}", std::strerror(errno));
     if (ready <= 0) continue;
     if (fds[0].revents & POLLIN) {
-      while (auto sig = signals.next()) on_signal(*sig);
+      while (auto sig = signals_.next()) on_signal(*sig);
     }
     for (size_t i = 0; i < sources.size(); ++i) {
       if (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) on_readable(*sources[i].first, sources[i].second);
@@ -320,6 +342,23 @@ int Launch::run() {
   }
   if (first_failure_) return exit_code_of(*first_failure_);
   return gave_up_ ? 1 : 0;
+}
+
+// Sleeps `backoff` unless the launcher is told to stop meanwhile (SIGINT, SIGTERM, SIGHUP): then false.
+bool wait_before_restart(SignalFd& signals, Millis backoff) {
+  const Deadline deadline = Deadline::after(backoff);
+  for (;;) {
+    pollfd fd{signals.fd(), POLLIN, 0};
+    const int ready = ::poll(&fd, 1, static_cast<int>(std::max<int64_t>(deadline.remaining().count(), 0)));
+    if (ready < 0 && errno != EINTR) BRAID_THROW(Error, "braid launch: poll failed: {}", std::strerror(errno));
+    while (auto sig = signals.next()) {
+      if (*sig == SIGINT || *sig == SIGTERM || *sig == SIGHUP) {
+        say(fmt::format("got {} before the restart; not restarting", signal_name(*sig)));
+        return false;
+      }
+    }
+    if (deadline.expired()) return true;
+  }
 }
 
 }  // namespace
@@ -393,8 +432,29 @@ int launch(const LaunchOptions& options) {
   const std::string executable = options.command[0] == "braid" && !options.braid_executable.empty()
                                      ? options.braid_executable
                                      : resolve_executable(options.command[0], path ? path : "/usr/bin:/bin");
-  const int port = options.master_port > 0 ? options.master_port : pick_free_port(options.master_addr);
-  return Launch(options, executable, port).run();
+  BRAID_CHECK_ARG(options.max_restarts >= 0, "braid launch: --max-restarts must be >= 0, got {}", options.max_restarts);
+  BRAID_CHECK_ARG(options.restart_backoff.count() >= 0, "braid launch: the restart backoff must be >= 0");
+  // One signalfd for every run of the job: a signal between two runs is seen, not lost or fatal.
+  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD});
+  IgnoreSigpipe ignore_sigpipe;
+  for (int restart = 0;; ++restart) {
+    // A fresh port each run: the last run's store port may still be in TIME_WAIT, or taken since.
+    const int port = options.master_port > 0 ? options.master_port : pick_free_port(options.master_addr);
+    Launch run(options, executable, port, restart, signals);
+    const int code = run.run();
+    const std::optional<std::string> failure = run.restartable_failure();
+    if (!failure && options.max_restarts > 0 && code == kBadInputExitCode) {
+      say("not restarting: exit code 2 is a bad job file or command line, which a restart cannot mend");
+    }
+    if (!failure || options.max_restarts == 0) return code;
+    if (restart >= options.max_restarts) {
+      say(fmt::format("{}; no restart left ({} of {} done)", *failure, restart, options.max_restarts));
+      return code;
+    }
+    say(fmt::format("restart {} of {} in {} s: {}", restart + 1, options.max_restarts,
+                    options.restart_backoff.count() / 1000.0, *failure));
+    if (!wait_before_restart(signals, options.restart_backoff)) return code;
+  }
 }
 
 }  // namespace braid::runtime::launcher

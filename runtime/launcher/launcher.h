@@ -8,8 +8,16 @@
 // "exited with code N") to the file that BRAID_LAUNCH_NOTICE names in every rank's environment, so that
 // the ranks can name the failed rank (braid run does). It returns the exit code of the first rank that failed (128 + signal when a signal
 // killed it), or 0 when every rank exited 0.
+//
+// Restarts (max_restarts > 0, torchrun's --max-restarts): once every rank of a failed job has exited, the
+// launcher waits restart_backoff and starts all of them again, with BRAID_RESTART_COUNT one higher (braid
+// run then resumes from the latest complete checkpoint), and says which restart this is and why: "restart
+// 1 of 3 in 1 s: rank 2 (worker) killed by SIGKILL". Not restarted: a job the launcher was told to stop
+// (SIGINT, SIGTERM, SIGHUP), and one whose first failed rank exited with code 2, braid's code for a bad
+// job file or command line, which no restart can mend.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,7 +39,14 @@ struct LaunchOptions {
   // What a command named exactly "braid" runs, so that `braid launch -- braid run …` starts this very
   // build rather than whichever braid PATH finds first. Empty: look "braid" up in PATH like any command.
   std::string braid_executable;
+  int max_restarts = 0;       // how many times a failed job is started again
+  Millis restart_backoff{1'000};  // the wait between a failed job's end and its restart
+  // How the launcher's lines name a rank ("rank 2 (worker)"); null: "rank 2".
+  std::function<std::string(int rank)> describe_rank;
 };
+
+// Exit code 2: a bad job file or command line (braid run's convention); such a failure is not restarted.
+inline constexpr int kBadInputExitCode = 2;
 
 // Runs the job to its end and returns the launcher's exit code. Throws InvalidArgument for bad options
 // (the message names the option) or a command that cannot be found, and braid::Error when a rank cannot

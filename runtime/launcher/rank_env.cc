@@ -15,7 +15,8 @@ const std::vector<std::string> kOuterLauncherVariables = {
 namespace {
 
 constexpr const char* kSetByLauncher[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
-                                          "MASTER_ADDR", "MASTER_PORT", "BRAID_JOB_SECRET"};
+                                          "MASTER_ADDR", "MASTER_PORT", "BRAID_JOB_SECRET",
+                                          "BRAID_RESTART_COUNT"};
 
 bool removed(std::string_view entry) {
   const std::string_view name = entry.substr(0, entry.find('='));
@@ -49,6 +50,7 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& parent
   env.push_back("MASTER_PORT=" + std::to_string(placement.master_port));
   BRAID_CHECK_ARG(!placement.job_secret.empty(), "braid launch: rank {} has no job secret", placement.rank);
   env.push_back("BRAID_JOB_SECRET=" + placement.job_secret);
+  env.push_back("BRAID_RESTART_COUNT=" + std::to_string(placement.restart_count));
   return env;
 }
 

@@ -1,7 +1,9 @@
 // The environment of one rank started by `braid launch`: the launcher's own environment, minus what an
 // outer launcher put there for the launcher process itself, plus the torchrun-style variables that
 // braid's env:// rendezvous reads (store/rendezvous.h): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT, and the job secret (BRAID_JOB_SECRET).
+// MASTER_ADDR and MASTER_PORT, the job secret (BRAID_JOB_SECRET), and how many times the job has been
+// restarted (BRAID_RESTART_COUNT, as torchrun's TORCHELASTIC_RESTART_COUNT: braid run resumes from the
+// latest checkpoint when it is above 0).
 #pragma once
 
 #include <string>
@@ -17,6 +19,7 @@ struct RankPlacement {
   // The job secret's text (security::JobSecret::text()), handed over as BRAID_JOB_SECRET: through the
   // environment, which only the rank's own user can read, never on a command line.
   std::string job_secret;
+  int restart_count = 0;
 };
 
 // Variables removed from every rank's environment. store::detect_launch() takes the first launcher whose

@@ -147,7 +147,7 @@ std::shared_ptr<nn::Module> build_mlp(const ModelBuild& b) {
     net->push_back(std::make_shared<nn::Linear>(a.sizes[i], a.sizes[i + 1], a.bias, &gen));
     if (i + 2 == a.sizes.size()) break;  // no activation after the output layer
     net->push_back(std::make_shared<nn::ReLU>());
-    // Dropout masks come from the default generator, which the trainer seeds from train.seed.
+    // Dropout masks come from the default generator, which braid run seeds from (train.seed, rank).
     if (a.dropout > 0.0) net->push_back(std::make_shared<nn::Dropout>(a.dropout));
   }
   return net;

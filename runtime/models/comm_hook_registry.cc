@@ -1,9 +1,11 @@
 #include "runtime/models/comm_hook_registry.h"
 
+#include <memory>
 #include <utility>
 
 #include "base/check.h"
 #include "parallel/ddp/default_hooks.h"
+#include "parallel/ddp/powersgd_hook.h"
 #include "runtime/models/builtin_models.h"
 #include "runtime/models/named_registry.h"
 
@@ -16,6 +18,23 @@ using parallel::NamedCommHook;
 CommHookDefinition builtin(std::string name, std::string help, std::function<NamedCommHook(const CommHookBuild&)> make,
                            std::vector<std::string> arg_names = {}) {
   return {std::move(name), std::move(help), std::move(arg_names), std::move(make)};
+}
+
+// ddp.comm_hook: {kind: powersgd, args: {matrix_approximation_rank: 2, start_powersgd_iter: 10}}; the
+// defaults are PyTorch's PowerSGDState's.
+NamedCommHook make_powersgd(const CommHookBuild& b) {
+  const detail::KeyReader args(b.args, "ddp.comm_hook.args");
+  parallel::PowerSGDOptions o;
+  o.matrix_approximation_rank = args.get_int("matrix_approximation_rank", o.matrix_approximation_rank);
+  o.start_powersgd_iter = args.get_int("start_powersgd_iter", o.start_powersgd_iter);
+  o.min_compression_rate = args.get_double("min_compression_rate", o.min_compression_rate);
+  o.use_error_feedback = args.get_bool("use_error_feedback", o.use_error_feedback);
+  o.warm_start = args.get_bool("warm_start", o.warm_start);
+  o.orthogonalization_epsilon = args.get_double("orthogonalization_epsilon", o.orthogonalization_epsilon);
+  const int64_t seed = args.get_int("random_seed", 0);
+  BRAID_CHECK_ARG(seed >= 0, "ddp.comm_hook.args.random_seed: must be >= 0, got {}", seed);
+  o.random_seed = static_cast<uint64_t>(seed);
+  return parallel::powersgd_hook(std::make_shared<parallel::PowerSGDState>(b.group, o));
 }
 
 NamedRegistry<CommHookDefinition>& hooks() {
@@ -38,6 +57,12 @@ NamedRegistry<CommHookDefinition>& hooks() {
                 {"bucket_size"}),
         builtin("noop", "no communication: every trainer keeps its own gradients (for measurements)",
                 [](const CommHookBuild&) { return parallel::noop_hook(); }),
+        builtin("powersgd",
+                "PowerSGD low-rank compression with error feedback (state kept in checkpoints); args as "
+                "PowerSGDState's",
+                make_powersgd,
+                {"matrix_approximation_rank", "start_powersgd_iter", "min_compression_rate", "use_error_feedback",
+                 "warm_start", "orthogonalization_epsilon", "random_seed"}),
     };
     for (const CommHookDefinition& d : all) r.add(d.name, d);
     return true;

@@ -1,7 +1,8 @@
 // The DDP communication hooks a job can name (`ddp.comm_hook`), by name: how each bucket of gradients is
 // reduced (parallel/ddp/comm_hook.h). Built in: allreduce (the default), fp16_compress, bf16_compress,
-// quantize_per_tensor, quantize_per_channel (args: bucket_size) and noop. Plugins add their own
-// (runtime/plugin/plugin.h):
+// quantize_per_tensor, quantize_per_channel (args: bucket_size), noop and powersgd (PowerSGDState's
+// arguments; its error feedback and warm-start memory go into checkpoints). Plugins add their own
+// (runtime/plugin/plugin.h); a hook with state gives NamedCommHook's state_dict and load_state_dict:
 //
 //   ddp: {mode: outside, comm_hook: fp16_compress}
 //   ddp: {mode: outside, comm_hook: {kind: my_topk, args: {k: 64}}}

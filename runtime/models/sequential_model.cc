@@ -184,7 +184,7 @@ std::shared_ptr<nn::Module> make_layer(const LayerSpec& s, Generator& gen) {
     case LayerKind::Tanh: return std::make_shared<nn::Tanh>();
     case LayerKind::GELU: return std::make_shared<nn::GELU>(s.approximate);
     case LayerKind::Sigmoid: return std::make_shared<nn::Sigmoid>();
-    // Masks come from the default generator, which the trainer seeds from train.seed.
+    // Masks come from the default generator, which braid run seeds from (train.seed, rank).
     case LayerKind::Dropout: return std::make_shared<nn::Dropout>(s.x);
     case LayerKind::LayerNorm: return std::make_shared<nn::LayerNorm>(s.a, s.x);
     case LayerKind::Embedding: return std::make_shared<nn::Embedding>(s.a, s.b, &gen);

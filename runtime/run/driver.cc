@@ -179,10 +179,15 @@ void Driver::create_trainers() {
 }
 
 int64_t Driver::resume_step() {
-  if (!options_.resume) return 0;
+  if (!options_.resume && options_.restart_count == 0) return 0;
+  const std::string why = options_.restart_count > 0 ? fmt::format("restart {}", options_.restart_count) : "--resume";
+  if (job_.checkpoint.dir.empty()) {
+    log()->warn("{}: the job sets no checkpoint.dir; starting again from step 0", why);
+    return 0;
+  }
   const auto ref = read_latest(job_.checkpoint.dir);
   if (!ref) {
-    log()->warn("--resume: no checkpoint in {} yet; starting from step 0", job_.checkpoint.dir);
+    log()->warn("{}: no checkpoint in {} yet; starting from step 0", why, job_.checkpoint.dir);
     return 0;
   }
   const int saved_world = ref->meta.at("world_size").get<int>();
@@ -204,7 +209,7 @@ int64_t Driver::resume_step() {
   }
   wait_all(loads, ranks, fmt::format("loading the checkpoint {}", ref->step_dir));
   const int64_t step = ref->meta.at("step").get<int64_t>();
-  log()->info("resumed from {} (step {})", ref->step_dir, step);
+  log()->info("{}: resumed from {} (step {})", why, ref->step_dir, step);
   return step;
 }
 

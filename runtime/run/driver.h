@@ -39,6 +39,9 @@ namespace braid::runtime {
 
 struct RunOptions {
   bool resume = false;
+  // Above 0 (a restarted job: LaunchEnv::restart_count), the job resumes as with --resume, and from step
+  // 0 when it has no checkpoint yet.
+  int restart_count = 0;
   std::string dump_grads;  // empty: none
 };
 

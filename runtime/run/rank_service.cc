@@ -18,7 +18,10 @@
 #include "rpc/api.h"
 #include "runtime/run/confined_path.h"
 #include "runtime/run/pause_watch.h"
+#include "runtime/run/resume_state.h"
 #include "runtime/run/roles.h"
+#include "tensor/factory.h"
+#include "tensor/random.h"
 
 namespace braid::runtime {
 
@@ -369,6 +372,8 @@ void register_rank_functions() {
           state.emplace_back(name + "." + key, t);
         }
       }
+      // Dropout in a remote part draws from this process's default generator.
+      state.emplace_back(kWorkerGeneratorKey, bytes_tensor(default_generator().save_state()));
       nn::save_state_dict(state, RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.save_modules"));
       return Value();
     });
@@ -383,6 +388,14 @@ void register_rank_functions() {
           if (key.rfind(prefix, 0) == 0) mine.emplace_back(key.substr(prefix.size()), t);
         }
         dist_autograd::local_module(v.items().at(1).as_rref())->load_state_dict(mine, /*strict=*/true);
+      }
+      for (const auto& [key, t] : state) {
+        if (key != kWorkerGeneratorKey) continue;
+        try {
+          default_generator().restore_state(tensor_bytes(t, key));
+        } catch (const std::exception& e) {
+          BRAID_THROW(InvalidArgument, "{}: entry '{}': {}", path, key, e.what());
+        }
       }
       return Value();
     });

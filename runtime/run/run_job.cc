@@ -20,6 +20,7 @@
 #include "base/fault_injection.h"
 #include "base/logging.h"
 #include "rpc/api.h"
+#include "runtime/data/split_mix.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/plugin/plugin_loader.h"
 #include "runtime/run/instance_registry.h"
@@ -28,6 +29,7 @@
 #include "runtime/run/rank_service.h"
 #include "runtime/run/signals.h"
 #include "runtime/run/trainer.h"
+#include "tensor/random.h"
 
 namespace braid::runtime {
 
@@ -181,7 +183,10 @@ class PeerWatch {
 
 int run_job(const JobSpec& job, const LaunchEnv& env, const RunOptions& options) {
   block_job_signals();
-  fault::arm(env.rank);  // BRAID_FAULT (base/fault_injection.h): off unless set
+  fault::arm(env.rank, env.restart_count);  // BRAID_FAULT (base/fault_injection.h): off unless set
+  // Dropout draws from the default generator: each rank its own stream of train.seed, which a checkpoint
+  // saves and a resume restores (resume_state.h).
+  manual_seed(data::SplitMix64(job.train.seed, static_cast<uint64_t>(env.rank)).next_u64());
   // Plugins first, on every rank and before anything starts: a library that cannot load stops this rank
   // with its reason before it joins the job, and the launcher ends the others.
   load_job_plugins(job);

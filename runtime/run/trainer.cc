@@ -79,9 +79,13 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   ModelBuild build{.args = args, .layers = layers, .init_seed = job.model.init_seed, .remote = remote_,
                    .wrap_inside = nullptr};
   if (use_ddp && job.ddp.mode == DdpMode::Inside) {
-    build.wrap_inside = [ddp_options, &job](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
+    build.wrap_inside = [this, ddp_options, &job](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
       auto ddp = std::make_shared<parallel::DistributedDataParallel>(std::move(sub), ddp_options);
-      if (!job.ddp.comm_hook.empty()) ddp->register_comm_hook(make_job_comm_hook(job.ddp, ddp_options.process_group));
+      resume_parts_.ddps.push_back(ddp);
+      if (!job.ddp.comm_hook.empty()) {
+        resume_parts_.hooks.push_back(make_job_comm_hook(job.ddp, ddp_options.process_group));
+        ddp->register_comm_hook(resume_parts_.hooks.back());
+      }
       return ddp;
     };
   }
@@ -92,7 +96,11 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   if (!job.model.init_from.empty()) load_initial_weights(*model_, job.model);
   if (use_ddp && job.ddp.mode == DdpMode::Outside) {
     ddp_ = std::make_shared<parallel::DistributedDataParallel>(model_, ddp_options);
-    if (!job.ddp.comm_hook.empty()) ddp_->register_comm_hook(make_job_comm_hook(job.ddp, group_));
+    resume_parts_.ddps.push_back(ddp_);
+    if (!job.ddp.comm_hook.empty()) {
+      resume_parts_.hooks.push_back(make_job_comm_hook(job.ddp, group_));
+      ddp_->register_comm_hook(resume_parts_.hooks.back());
+    }
   }
   if (job.fsdp.enabled) apply_fsdp(*model_, job.fsdp, group_, process_hybrid_shard_groups());
 
@@ -258,6 +266,7 @@ void Trainer::save(const std::string& path) const {
       }
     }
   }
+  append_resume_state(resume_parts_, state);
   nn::save_state_dict(state, path);
 }
 
@@ -270,6 +279,8 @@ void Trainer::load(const std::string& path) {
       model_state.emplace_back(name.substr(6), t);
     } else if (name.rfind("optimizer.", 0) == 0) {
       optim_state.emplace_back(name.substr(10), t);
+    } else if (is_resume_state_key(name)) {
+      continue;  // restore_resume_state() below
     } else if (name.rfind("remote_optimizer.", 0) == 0) {
       const std::string rest = name.substr(17);
       const size_t dot = rest.find('.');
@@ -296,6 +307,7 @@ void Trainer::load(const std::string& path) {
     BRAID_THROW(InvalidArgument, "{}: {} (a checkpoint of another model?)", path, e.what());
   }
   if (optimizer_ && !optim_state.empty()) optimizer_->load_state_dict(nn::optim::OptimizerStateDict::from_flat(optim_state));
+  restore_resume_state(resume_parts_, state, path);
   if (remote_optimizer_) {
     const auto& remotes = remote_optimizer_->remote_optimizers();
     for (auto& [i, dict] : remote_state) {
@@ -314,6 +326,7 @@ Value Trainer::parameters() const {
 void Trainer::destroy() {
   remote_optimizer_.reset();
   optimizer_.reset();
+  resume_parts_ = {};
   ddp_.reset();
   model_.reset();
   remote_.clear();

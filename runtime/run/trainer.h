@@ -36,6 +36,7 @@
 #include "rpc/value.h"
 #include "runtime/data/dataset.h"
 #include "runtime/job/job_spec.h"
+#include "runtime/run/resume_state.h"
 
 namespace braid::runtime {
 
@@ -89,6 +90,7 @@ class Trainer {
   std::shared_ptr<parallel::DistributedDataParallel> ddp_;  // ddp.mode outside
   std::unique_ptr<nn::optim::Optimizer> optimizer_;          // null for optimizer.kind none
   std::unique_ptr<dist_autograd::DistributedOptimizer> remote_optimizer_;
+  ResumeParts resume_parts_;  // every DDP and comm hook, for the checkpoint (resume_state.h)
   std::unique_ptr<Dataset> train_;
   std::unique_ptr<Dataset> test_;
   std::optional<DistributedSampler> sampler_;

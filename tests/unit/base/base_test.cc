@@ -16,6 +16,7 @@
 #include "base/deadline.h"
 #include "base/env.h"
 #include "base/error.h"
+#include "base/fault_injection.h"
 #include "base/logging.h"
 #include "base/quiet_timeouts.h"
 
@@ -343,6 +344,21 @@ TEST_CASE("log: identity appears in every line; backtrace keeps debug lines", "[
     logger->flush();
     CHECK_THAT(cap.finish(), Catch::Contains("kept for later 8"));
   }
+}
+
+TEST_CASE("fault injection: an entry faults only in the run of a restarted job it names", "[base][fault]") {
+  fault::arm_from("forward:0:kill:1", 0, 0);
+  CHECK(fault::armed());  // no RUN: the first run only
+  fault::arm_from("forward:0:kill:1", 0, 1);
+  CHECK_FALSE(fault::armed());
+  fault::arm_from("forward:0:kill:1:2,forward:1:kill:1:1", 0, 2);
+  CHECK(fault::armed());
+  fault::arm_from("forward:0:kill:1:2", 0, 1);
+  CHECK_FALSE(fault::armed());
+  CHECK_THROWS_WITH(fault::arm_from("forward:0:kill:1:x", 0, 0), Catch::Contains("run 'x' is not a number >= 0"));
+  CHECK_THROWS_WITH(fault::arm_from("forward:0:kill:1:0:9", 0, 0), Catch::Contains("POINT:RANK:SIGNAL[:NTH[:RUN]]"));
+  fault::arm_from("", 0, 0);
+  CHECK_FALSE(fault::armed());
 }
 
 }  // namespace braid

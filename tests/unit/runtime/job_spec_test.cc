@@ -220,6 +220,9 @@ TEST_CASE("values of the wrong type or out of range are rejected with the key an
   CHECK_THAT(with("log: {level: loud}\n"), Contains("log.level: 'loud' is not one of trace, debug"));
   CHECK_THAT(with("failure: {timeout_s: 5, heartbeat_s: 10}\n"), Contains("failure.heartbeat_s: must be shorter"));
   CHECK_THAT(with("failure: {stall_warn_s: -1}\n"), Contains("failure.stall_warn_s: must be in [0, 604800] seconds"));
+  CHECK_THAT(with("failure: {max_restarts: -1}\n"), Contains("failure.max_restarts: must be >= 0"));
+  CHECK_THAT(with("failure: {max_restarts: 1001}\n"), Contains("failure.max_restarts: must be <= 1000"));
+  CHECK_THAT(with("failure: {backoff_s: -1}\n"), Contains("failure.backoff_s: must be in [0, 3600] seconds"));
   CHECK_THAT(with("failure: {stall_warn_s: 1e10}\n"), Contains("failure.stall_warn_s: must be in [0, 604800] seconds"));
   CHECK_THAT(with("checkpoint: {interval: 5}\n"),
              Contains("checkpoint.interval: checkpoints every K steps need checkpoint.dir"));

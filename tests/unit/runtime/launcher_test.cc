@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
 #include "base/error.h"
 #include "runtime/launcher/exit_status.h"
@@ -89,11 +90,12 @@ TEST_CASE("a rank's environment: the launcher's, without outer launchers' ranks,
   const std::vector<std::string> parent = {"PATH=/bin",        "SLURM_PROCID=0",  "OMPI_COMM_WORLD_RANK=0",
                                            "RANK=7",           "RANKING=kept",    "MASTER_PORT=1",
                                            "SLURM_JOB_ID=42",  "EMPTY=",          "BRAID_JOB_SECRET=outer-secret-text"};
-  const auto env = rank_environment(parent, {2, 4, "10.0.0.1", 29500, "the-job-secret-text"});
+  const auto env = rank_environment(parent, {2, 4, "10.0.0.1", 29500, "the-job-secret-text", 3});
   const std::vector<std::string> expected = {"PATH=/bin",   "RANKING=kept",         "SLURM_JOB_ID=42",
                                              "EMPTY=",      "RANK=2",               "WORLD_SIZE=4",
                                              "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4", "MASTER_ADDR=10.0.0.1",
-                                             "MASTER_PORT=29500", "BRAID_JOB_SECRET=the-job-secret-text"};
+                                             "MASTER_PORT=29500", "BRAID_JOB_SECRET=the-job-secret-text",
+                                             "BRAID_RESTART_COUNT=3"};
   CHECK(env == expected);
   for (const std::string& name : kOuterLauncherVariables) {
     CHECK(std::none_of(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; }));
@@ -157,6 +159,36 @@ TEST_CASE("launch stops the other ranks when one fails, and exits with its code"
   // killed by a signal, gives 128 + 9.
   CHECK(launch(shell_ranks(2, "trap '' TERM; if [ $RANK = 0 ]; then sleep 0.5; kill -9 $$; fi; sleep 30")) == 137);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("launch restarts a failed job up to max_restarts times, with BRAID_RESTART_COUNT counting", "[launcher]") {
+  // Rank 1 fails until the job's second restart; every rank sees the same count.
+  LaunchOptions o = shell_ranks(2, "echo $BRAID_RESTART_COUNT >> \"$OUT.$RANK\"; "
+                                   "if [ $RANK = 1 ] && [ $BRAID_RESTART_COUNT -lt 2 ]; then exit 3; fi; sleep 0.2");
+  o.restart_backoff = Millis(0);
+  const TempFile out(0644, "");
+  ::setenv("OUT", out.path().c_str(), 1);
+  auto counts = [&](int rank) {
+    std::ifstream in(out.path() + "." + std::to_string(rank));
+    std::string all, line;
+    while (std::getline(in, line)) all += line + " ";
+    ::unlink((out.path() + "." + std::to_string(rank)).c_str());
+    return all;
+  };
+  o.max_restarts = 2;
+  CHECK(launch(o) == 0);
+  CHECK(counts(0) == "0 1 2 ");
+  CHECK(counts(1) == "0 1 2 ");
+  o.max_restarts = 1;  // one restart is not enough: the second failure's code
+  CHECK(launch(o) == 3);
+  CHECK(counts(0) == "0 1 ");
+  CHECK(counts(1) == "0 1 ");
+  // Exit code 2 (a bad job file or command line) is not restarted.
+  o = shell_ranks(1, "echo $BRAID_RESTART_COUNT >> \"$OUT.$RANK\"; exit 2");
+  o.max_restarts = 3;
+  CHECK(launch(o) == 2);
+  CHECK(counts(0) == "0 ");
+  ::unsetenv("OUT");
 }
 
 TEST_CASE("launch rejects bad options before starting anything", "[launcher]") {

@@ -108,6 +108,23 @@ TEST_CASE("generator: a saved state replays the same draws", "[core][random]") {
   CHECK(to_vector<float>(rand({8}, {}, &other)) == first);
 }
 
+TEST_CASE("generator: the state as bytes restores the same draws, and bad bytes change nothing", "[core][random]") {
+  Generator g(11);
+  g.next_u64();
+  const std::string bytes = g.save_state();
+  const uint64_t next = g.next_u64();
+  Generator other(3);
+  other.restore_state(bytes);
+  CHECK(other.seed() == 11);
+  CHECK(other.next_u64() == next);
+  Generator kept(3);
+  const uint64_t kept_next = Generator(3).next_u64();
+  CHECK_THROWS_WITH(kept.restore_state("mt19937_64 1 2 3"), Catch::Contains("not a saved generator state"));
+  CHECK_THROWS_WITH(kept.restore_state(bytes.substr(0, bytes.size() / 2)), Catch::Contains("not a saved generator"));
+  CHECK_THROWS_AS(kept.restore_state(bytes + " trailing"), InvalidArgument);
+  CHECK(kept.next_u64() == kept_next);
+}
+
 TEST_CASE("generator: distributions and bounds", "[core][random]") {
   Generator g(2024);
   const auto u = to_vector<double>(rand({20000}, DType::Float64, &g));

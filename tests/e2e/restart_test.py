@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Jobs that restart themselves after a failure (docs/RUNTIME.md, "Fault tolerance"), under braid launch.
+
+Usage: restart_test.py BRAID CASE
+
+Cases:
+  restart    the 4-rank hybrid job (two trainers, a worker with the remote parts, a master) with
+             --max-restarts 2: the worker killed (kill -9) mid-job in the first run and a trainer in the
+             second; the job completes, each restart is logged with its number, rank, role and cause, and
+             the runs after a restart resume from the latest checkpoint. Then: restarts exhausted (the
+             failed rank's code, "no restart left"), failure.max_restarts from the job file (--set), a
+             bad --set (exit code 2) not restarted
+  identical  a DDP job with dropout, Adam and PowerSGD (error feedback, warm start) over 3 trainers and a
+             master, a checkpoint after every step: a random rank is killed (kill -9) at a random step in
+             each of 3 runs, the job restarts each time, and its final weights are bit-identical to those
+             of a run that was never stopped (hash of `braid export`'s tensors). The seed of the random
+             choice is printed; RESTART_TEST_SEED=N repeats a choice
+
+Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
+import hashlib
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+FAULTS_JOB = os.path.join(ROOT, "tests", "faults", "job.yaml")
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "RANK",
+                 "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "BRAID_LOG_LEVEL", "BRAID_LOG", "BRAID_FAULT",
+                 "BRAID_RESTART_COUNT", "SLURM_RESTART_COUNT")
+
+# 3 trainers under DDP with PowerSGD and dropout, a master that drives: every piece of state a resume must
+# carry (generator, Adam's moments, PowerSGD's memory, DDP's rebuilt buckets) changes the result.
+IDENTICAL_JOB = """\
+name: restart-identical
+backend: gloo
+rpc: {transport: tcp, timeout_s: 30}
+roles: {trainers: [0, 1, 2], master: 3}
+model: {kind: mlp, args: {in: 16, hidden: [48, 32], out: 4, dropout: 0.25}, init_seed: 5}
+data: {kind: synthetic, num_samples: 240, num_features: 16, num_classes: 4, seed: 3}
+optimizer: {kind: adam, lr: 0.01}
+ddp:
+  mode: outside
+  bucket_cap_mb: 0.002
+  comm_hook: {kind: powersgd, args: {start_powersgd_iter: 3, matrix_approximation_rank: 2}}
+train: {steps: 14, batch_size: 8, seed: 11}
+log: {level: info, interval: 1}
+failure: {timeout_s: 10, heartbeat_s: 1}
+"""
+IDENTICAL_STEPS = 14
+
+
+def env(extra=None):
+    e = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    e.update(extra or {})
+    return e
+
+
+def run(cmd, extra_env=None, timeout=150):
+    return subprocess.run(cmd, env=env(extra_env), capture_output=True, text=True, timeout=timeout)
+
+
+def fail(what, r=None):
+    print(f"FAIL {what}")
+    if r is not None:
+        print(f"--- exit {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-8000:]}")
+    sys.exit(1)
+
+
+def expect(what, ok, r=None):
+    if not ok:
+        fail(what, r)
+    print(f"ok   {what}")
+
+
+def launch(braid, n, launch_args, run_args):
+    return [braid, "launch", "-n", str(n)] + launch_args + ["--", braid, "run"] + run_args
+
+
+def launcher_lines(r):
+    return [l for l in r.stderr.splitlines() if l.startswith("braid launch: ")]
+
+
+def case_restart(braid, tmp):
+    ckpt = os.path.join(tmp, "ckpt")
+    base = [FAULTS_JOB, "--steps", "8", "--set", f"checkpoint.dir={ckpt}", "--set", "checkpoint.interval=1"]
+    # The worker dies serving its 5th forward (step 3 of the first run), trainer 1 at its 3rd step of the second.
+    faults = {"BRAID_FAULT": "forward:2:kill:5:0,forward:1:kill:3:1", "BRAID_TRACE_DIR": os.path.join(tmp, "trace")}
+    r = run(launch(braid, 4, ["--max-restarts", "2", "--restart-backoff", "0.2"], base), faults)
+    lines = launcher_lines(r)
+    expect("two failures, two restarts: the job completes (exit 0)", r.returncode == 0 and "done: 8 steps" in r.stdout, r)
+    expect("restart 1 names the worker, its role and why",
+           any(l == "braid launch: restart 1 of 2 in 0.2 s: rank 2 (worker) killed by SIGKILL" for l in lines), r)
+    expect("restart 2 names the trainer, its role and why",
+           any(l == "braid launch: restart 2 of 2 in 0.2 s: rank 1 (trainer) killed by SIGKILL" for l in lines), r)
+    resumed = [l for l in r.stderr.splitlines() if "resumed from" in l]
+    expect("each restarted run resumes from the latest checkpoint, saying which restart it is",
+           any("restart 1: resumed from" in l for l in resumed) and any("restart 2: resumed from" in l for l in resumed), r)
+    with open(os.path.join(ckpt, "latest")) as f:
+        expect("the last checkpoint is the job's last step", f.read().strip() == "step-00000008")
+
+    # One restart allowed, two failures: the second one ends the launcher with the failed rank's code.
+    ckpt2 = os.path.join(tmp, "ckpt2")
+    base2 = [FAULTS_JOB, "--steps", "8", "--set", f"checkpoint.dir={ckpt2}", "--set", "checkpoint.interval=1"]
+    r = run(launch(braid, 4, ["--max-restarts", "1", "--restart-backoff", "0"], base2), faults)
+    expect("restarts exhausted: exit 137 (SIGKILL), 'no restart left' naming the last failure",
+           r.returncode == 137 and any("rank 1 (trainer) killed by SIGKILL; no restart left (1 of 1 done)" in l
+                                      for l in launcher_lines(r)), r)
+
+    # The job file's failure.max_restarts (here through --set) is what braid launch uses without the flag.
+    ckpt3 = os.path.join(tmp, "ckpt3")
+    r = run(launch(braid, 4, [], [FAULTS_JOB, "--steps", "6", "--set", f"checkpoint.dir={ckpt3}", "--set",
+                                  "checkpoint.interval=1", "--set", "failure.max_restarts=1", "--set",
+                                  "failure.backoff_s=0.1"]),
+            {"BRAID_FAULT": "forward:2:kill:3:0", "BRAID_TRACE_DIR": os.path.join(tmp, "trace")})
+    expect("failure.max_restarts in the job file: restarted once, completes",
+           r.returncode == 0 and any(l.startswith("braid launch: restart 1 of 1 in 0.1 s: rank 2 (worker)")
+                                     for l in launcher_lines(r)), r)
+
+    # A bad job file (exit code 2) is not restarted: no restart can mend it.
+    r = run(launch(braid, 4, ["--max-restarts", "3"], [FAULTS_JOB, "--set", "optimizer.kind=nope"]), timeout=60)
+    expect("exit code 2 (a bad --set) is not restarted",
+           r.returncode == 2 and not any("restart 1" in l for l in launcher_lines(r))
+           and any("not restarting: exit code 2" in l for l in launcher_lines(r)), r)
+
+
+def weights_digest(braid, ckpt, tmp, label):
+    """sha256 over the tensors (names, dtypes, shapes, bytes) of `braid export`, without its metadata, which
+    names the checkpoint directory."""
+    out = os.path.join(tmp, f"{label}.safetensors")
+    r = run([braid, "export", ckpt, "-o", out], timeout=60)
+    expect(f"{label}: braid export reads the final checkpoint", r.returncode == 0, r)
+    with open(out, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    h.update(data[8 + n:])
+    return h.hexdigest(), len(header)
+
+
+def case_identical(braid, tmp):
+    job = os.path.join(tmp, "job.yaml")
+    with open(job, "w") as f:
+        f.write(IDENTICAL_JOB)
+    seed = int(os.environ.get("RESTART_TEST_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    # Three kills at distinct steps, each in its own run. A run resumes from the checkpoint of the step before
+    # the one that was killed (a checkpoint follows every step), so its n-th forward is step resumed + n.
+    steps = sorted(rng.sample(range(2, IDENTICAL_STEPS), 3))
+    ranks = [rng.randrange(4) for _ in steps]
+    faults, resumed = [], 0
+    for run_index, (step, rank) in enumerate(zip(steps, ranks)):
+        faults.append(f"forward:{rank}:kill:{step - resumed}:{run_index}")
+        resumed = step - 1
+    print(f"seed {seed}: kill -9 of rank {ranks} at steps {steps} (BRAID_FAULT={','.join(faults)})")
+
+    full_ckpt, cut_ckpt = os.path.join(tmp, "full"), os.path.join(tmp, "cut")
+    args = lambda ckpt: [job, "--set", f"checkpoint.dir={ckpt}", "--set", "checkpoint.interval=1"]
+    trace = {"BRAID_TRACE_DIR": os.path.join(tmp, "trace")}
+    r = run(launch(braid, 4, [], args(full_ckpt)), trace)
+    expect("the uninterrupted run completes", r.returncode == 0 and f"done: {IDENTICAL_STEPS} steps" in r.stdout, r)
+    r = run(launch(braid, 4, ["--max-restarts", "3", "--restart-backoff", "0"], args(cut_ckpt)),
+            dict(trace, BRAID_FAULT=",".join(faults)), timeout=300)
+    restarts = [l for l in launcher_lines(r) if l.startswith("braid launch: restart ")]
+    expect("the run killed 3 times restarts 3 times and completes",
+           r.returncode == 0 and len(restarts) == 3 and f"done: {IDENTICAL_STEPS} steps" in r.stdout, r)
+    for i, (step, rank) in enumerate(zip(steps, ranks)):
+        role = "master" if rank == 3 else "trainer"
+        expect(f"restart {i + 1} names rank {rank} ({role}), killed at step {step}",
+               f"rank {rank} ({role}) killed by SIGKILL" in restarts[i], r)
+    full, n_full = weights_digest(braid, full_ckpt, tmp, "uninterrupted")
+    cut, n_cut = weights_digest(braid, cut_ckpt, tmp, "restarted")
+    expect(f"the final weights are bit-identical ({n_full} tensors, sha256 {full[:16]}...)", full == cut and n_full == n_cut)
+
+
+def main():
+    braid, case = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory(prefix=f"braid-restart-{case}-") as tmp:
+        {"restart": case_restart, "identical": case_identical}[case](braid, tmp)
+
+
+if __name__ == "__main__":
+    main()
