@@ -4,7 +4,8 @@
 # runs a gloo job through braid-srun.sbatch (env:// rendezvous from Slurm's variables), then runs each
 # script once more with a rank that waits for SIGUSR1 and sends the batch shell the signal that
 # `#SBATCH --signal=B:USR1@120` sends before a time limit (scancel --batch --signal=USR1), which the
-# script must pass down to the ranks. Jobs are polled with `scontrol show job -o` every 0.5 s (sbatch
+# script must pass down to the ranks, and a job whose worker is killed mid-run, which the script requeues
+# and which resumes from its checkpoint. Jobs are polled with `scontrol show job -o` every 0.5 s (sbatch
 # --wait checks only every 2, 8, 32 s). The cluster is torn down on every way out, by its recorded PIDs.
 #
 # Usage: slurm_job_test.sh PATH_TO_BRAID. Exit 77 (CTest's skip) when not root or when the Slurm
@@ -20,7 +21,7 @@ readonly SKIP=77
 # Every job gets at most JOB_TIMEOUT_S, and all of them together JOBS_TIMEOUT_S, so that the test ends (and
 # tears the cluster down) well within CTest's TIMEOUT: a CTest kill would leave the daemons running.
 readonly JOB_TIMEOUT_S=40
-readonly JOBS_TIMEOUT_S=75
+readonly JOBS_TIMEOUT_S=120
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cluster=$root/scripts/slurm_test_cluster.sh
 failures=0
@@ -137,6 +138,29 @@ for s in "${scripts[@]}"; do
   fi
   check_job "$s (SIGUSR1)" "$id" "$out" "SIGUSR1 from Slurm" "\[rank 0\] rank got USR1"
 done
+
+# A run that fails is requeued and resumes (BRAID_MAX_REQUEUES): the 4-rank fault job's worker is killed
+# (kill -9, BRAID_FAULT, first run only) at its 7th forward, after a few checkpoints; braid-srun.sbatch
+# requeues the job, whose `braid run` resumes from the latest checkpoint (SLURM_RESTART_COUNT) and
+# completes. --open-mode=append keeps both runs' output in one file.
+ckpt=$SLURM_TEST_DIR/requeue-ckpt
+id=$(BRAID_MAX_REQUEUES=1 BRAID_FAULT=forward:2:kill:7 BRAID_TRACE_DIR=$SLURM_TEST_DIR/trace \
+     submit braid-srun-requeue -n 4 --overcommit --open-mode=append "$root/deploy/slurm/braid-srun.sbatch" \
+     run tests/faults/job.yaml --steps 6 --set "checkpoint.dir=$ckpt" --set checkpoint.interval=1)
+# Slurm holds a requeued job for about two minutes (its EligibleTime) before it may start again; an operator,
+# or this test, makes it eligible at once.
+out=$SLURM_TEST_DIR/braid-srun-requeue-$id.out
+if [ -n "$id" ] && wait_output "$out" "requeueing job $id" "$id"; then
+  deadline=$(deadline_for_job)
+  # Pending again, and the first run's step daemons gone: a run started before slurmd has cleaned up the
+  # last one fails to launch its step (and srun then exits 0).
+  until { scontrol show job -o "$id" 2>/dev/null | grep -q 'JobState=PENDING' && ! pgrep -f "slurmstepd: \[$id\." >/dev/null; } ||
+        [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+  scontrol update JobId="$id" StartTime=now
+fi
+check_job "braid-srun (requeue)" "$id" "$out" \
+  "the run failed \(exit [0-9]+\); requeueing job $id \(requeue 1 of 1" "restart 1: resumed from $ckpt/step-" \
+  "done: 6 steps in"
 
 [ $failures -eq 0 ] && say "OK" || say "$failures failure(s)"
 [ $failures -eq 0 ]
