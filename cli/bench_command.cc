@@ -220,6 +220,23 @@ void add_trace_command(CLI::App& bench, bench::TraceBenchOptions& o) {
                 "Rendezvous URL (env://, tcp://host:port, file:///path); default: mpirun's bootstrap, else env://");
 }
 
+void add_checkpoint_command(CLI::App& bench, bench::CheckpointBenchOptions& o) {
+  CLI::App* c = bench.add_subcommand(
+      "checkpoint",
+      "Time how long a checkpoint of SIZE MiB stalls a training loop when written synchronously and when "
+      "copied to memory and written in the background (checkpoint.async), alternating in each round; prints "
+      "the async stall over the sync write (goal: <= 0.10).");
+  c->add_option("--size-mb", o.size_mb, "MiB of float32 state")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--tensors", o.tensors, "Tensors the state is split into")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--rounds", o.rounds, "Rounds (one checkpoint per variant each)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--step-ms", o.step_ms, "Length of one training step of the loop")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--threads", o.threads, "OpenBLAS threads of the training loop")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--dir", o.dir, "Where to write (default: a temporary directory, removed after)");
+}
+
 }  // namespace
 
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -243,6 +260,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   add_ddp_command(*bench, options.ddp);
   add_fsdp_command(*bench, options.fsdp);
   add_trace_command(*bench, options.trace);
+  add_checkpoint_command(*bench, options.checkpoint);
   return bench;
 }
 
@@ -292,6 +310,10 @@ int run_bench_command(CLI::App& bench, const BenchOptions& options) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });
+    return 0;
+  }
+  if (bench.get_subcommand("checkpoint")->parsed()) {
+    fmt::print("{}", bench::format_checkpoint_bench(options.checkpoint, bench::run_checkpoint_bench(options.checkpoint)));
     return 0;
   }
   if (bench.get_subcommand("trace")->parsed()) {

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench/checkpoint/checkpoint_bench.h"
 #include "bench/collectives/collectives_bench.h"
 #include "bench/ddp/ddp_bench.h"
 #include "bench/dist_autograd/dist_autograd_bench.h"
@@ -29,6 +30,7 @@ struct BenchOptions {
   bench::DdpBenchOptions ddp;
   bench::FsdpBenchOptions fsdp;
   bench::TraceBenchOptions trace;
+  bench::CheckpointBenchOptions checkpoint;
 };
 
 // Registers `bench` with its `mlp`, `collectives`, `rpc`, `dist-autograd`, `ddp` and `fsdp` subcommands on `app`.

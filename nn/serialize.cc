@@ -104,8 +104,17 @@ void save_state_dict(const StateDict& state, const std::string& path) {
     buf.clear();
     put_le<uint32_t>(buf, static_cast<uint32_t>(name.size()));
     buf.insert(buf.end(), name.begin(), name.end());
-    serialize_into(t, buf);
+    // The tensor's header, then its bytes straight from its memory: no copy of a large tensor through buf
+    // (the same bytes as serialize_into would give).
+    const Tensor host = t.cpu().contiguous();
+    const std::vector<uint8_t> header = serialize_header(host);
+    buf.insert(buf.end(), header.begin(), header.end());
     emit(buf);
+    if (host.nbytes() > 0) {
+      const auto* payload = static_cast<const uint8_t*>(host.data_ptr());
+      crc = crc32_update(crc, payload, host.nbytes());
+      file.write(payload, host.nbytes());
+    }
   }
   buf.clear();
   put_le<uint32_t>(buf, crc);

@@ -220,7 +220,10 @@ json to_json(const JobSpec& job) {
                 {"batch_size", job.train.batch_size},
                 {"seed", job.train.seed},
                 {"eval_every", job.train.eval_every}};
-  j["checkpoint"] = {{"dir", job.checkpoint.dir}, {"interval", job.checkpoint.interval}, {"keep", job.checkpoint.keep}};
+  j["checkpoint"] = {{"dir", job.checkpoint.dir},
+                     {"interval", job.checkpoint.interval},
+                     {"keep", job.checkpoint.keep},
+                     {"async", job.checkpoint.async}};
   j["log"] = {{"level", job.log.level}, {"interval", job.log.interval}, {"metrics", job.log.metrics}};
   j["failure"] = {{"timeout_s", job.failure.timeout_s},
                   {"heartbeat_s", job.failure.heartbeat_s},

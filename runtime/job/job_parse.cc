@@ -418,11 +418,12 @@ class Parser {
   }
 
   void checkpoint(const json& value, CheckpointSpec& out) {
-    Fields f(value, "checkpoint", {"dir", "interval", "keep"});
+    Fields f(value, "checkpoint", {"dir", "interval", "keep", "async"});
     f.read("dir", out.dir);
     out.dir = resolve(out.dir);
     f.read("interval", out.interval, 0);
     f.read("keep", out.keep, 1);
+    f.read("async", out.async);
     if (out.interval > 0 && out.dir.empty()) {
       fail(f.path("interval"), "checkpoints every K steps need checkpoint.dir (where to write them)");
     }

@@ -160,6 +160,10 @@ struct CheckpointSpec {
   std::string dir;   // empty: no checkpoints (absolute after parsing)
   int interval = 0;  // steps between checkpoints (0: only on a signal and at the end)
   int keep = 2;      // how many complete checkpoints to keep
+  // true: each rank copies its state to memory and writes it in the background while training goes on
+  // (checkpoint_writer.h); the checkpoint is committed when every rank has written. false: the step
+  // waits for the writes.
+  bool async = true;
 };
 
 struct LogSpec {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <thread>
 
 #include "base/check.h"
 #include "base/env.h"
@@ -266,12 +267,16 @@ void Driver::evaluate(int64_t step, int64_t epoch) {
 
 std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
   if (job_.checkpoint.dir.empty()) return "";
-  if (step == last_checkpoint_step_) return last_checkpoint_dir_;  // an interval checkpoint of this very step
+  // An interval checkpoint of this very step (committed, or still being written).
+  if (step == last_checkpoint_step_) return last_checkpoint_dir_;
+  if (pending_ && pending_->step == step) return pending_->dir;
+  finish_checkpoint(/*block=*/true);  // one checkpoint in flight: the ranks' snapshot buffers are shared
   RankService::instance().set_status("checkpointing", step);
+  const bool async = job_.checkpoint.async;
   const std::string dir = make_step_dir(job_.checkpoint.dir, step);
   std::vector<Future<Value>> saves;
   std::vector<int> ranks;
-  saves = call_trainers("save", [&](size_t t) { return Args{Value(rank_state_path(dir, job_.roles.trainers[t]))}; });
+  saves = call_trainers("save", [&](size_t t) { return Args{Value(rank_state_path(dir, job_.roles.trainers[t])), Value(async)}; });
   ranks = job_.roles.trainers;
   for (int w : job_.roles.workers) {
     rpc::ValueList mine;
@@ -279,25 +284,50 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
       if (p.rank == w) mine.push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
     }
     saves.push_back(rpc::rpc_async(worker_name(w), "braid.save_modules",
-                                   {Value(rank_state_path(dir, w)), rpc::list(std::move(mine))}));
+                                   {Value(rank_state_path(dir, w)), rpc::list(std::move(mine)), Value(async)}));
     ranks.push_back(w);
   }
-  wait_all(saves, ranks, "saving its checkpoint");
+  wait_all(saves, ranks, async ? "copying its checkpoint state" : "saving its checkpoint");
   nlohmann::json roles{{"trainers", job_.roles.trainers}, {"workers", job_.roles.workers}};
   if (job_.roles.master) roles["master"] = *job_.roles.master;
-  const nlohmann::json meta{{"step", step},
-                            {"epoch", epoch},
-                            {"world_size", runtime_.world_size()},
-                            {"roles", roles},
-                            {"job", to_json(job_)}};
-  // A rank may have failed while the saves ran (the heartbeat found it hung, and it was continued since):
-  // a job that is failing commits nothing.
-  hold_if_failing();
-  commit_checkpoint(job_.checkpoint.dir, dir, meta, job_.checkpoint.keep);
-  log()->info("checkpoint after step {}: {}", step, dir);
-  last_checkpoint_step_ = step;
-  last_checkpoint_dir_ = dir;
+  pending_ = PendingCheckpoint{step, dir,
+                               nlohmann::json{{"step", step},
+                                              {"epoch", epoch},
+                                              {"world_size", runtime_.world_size()},
+                                              {"roles", roles},
+                                              {"job", to_json(job_)}},
+                               async ? ranks : std::vector<int>{}};
+  finish_checkpoint(/*block=*/!async);
   return dir;
+}
+
+void Driver::finish_checkpoint(bool block) {
+  while (pending_) {
+    // Ask every rank still writing whether it is done; none of them waits for the answer.
+    std::vector<Future<Value>> asks;
+    for (int r : pending_->writing) {
+      asks.push_back(rpc::rpc_async(worker_name(r), "braid.checkpoint_written", {Value(rank_state_path(pending_->dir, r))}));
+    }
+    const auto answers = wait_all(asks, pending_->writing, fmt::format("writing its checkpoint {}", pending_->dir));
+    std::vector<int> still;
+    for (size_t i = 0; i < answers.size(); ++i) {
+      if (!answers[i].as_bool()) still.push_back(pending_->writing[i]);
+    }
+    pending_->writing = std::move(still);
+    if (pending_->writing.empty()) {
+      // A rank may have failed while the writes ran (the heartbeat found it hung, and it was continued
+      // since): a job that is failing commits nothing.
+      hold_if_failing();
+      commit_checkpoint(job_.checkpoint.dir, pending_->dir, pending_->meta, job_.checkpoint.keep);
+      log()->info("checkpoint after step {}: {}", pending_->step, pending_->dir);
+      last_checkpoint_step_ = pending_->step;
+      last_checkpoint_dir_ = pending_->dir;
+      pending_.reset();
+      return;
+    }
+    if (!block) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void Driver::destroy_trainers() {
@@ -368,12 +398,14 @@ int Driver::run() {
       if (job_.checkpoint.interval > 0 && done % job_.checkpoint.interval == 0 && done < total) {
         save_checkpoint(done, epoch + 1);
       }
+      finish_checkpoint(/*block=*/false);  // commits a checkpoint whose writes have all finished
       hold_if_failing();
       stop_signal = RankService::instance().take_driver_stop();
       if (stop_signal) break;
     }
     RankService::instance().set_status("stopping", done);
     const std::string ckpt = save_checkpoint(done, (done + num_batches_ - 1) / num_batches_);
+    finish_checkpoint(/*block=*/true);
     destroy_trainers();
     std::string message = "the job is done";
     if (stop_signal) {

@@ -71,7 +71,12 @@ class Driver {
   int64_t resume_step();  // the number of steps already done (0 without a checkpoint)
   StepTotals run_step(int64_t step, int64_t epoch, int64_t batch);
   void evaluate(int64_t step, int64_t epoch);
+  // Starts the checkpoint of `step` (with checkpoint.async the ranks copy their state and write it in the
+  // background) and returns its directory; it is committed by finish_checkpoint().
   std::string save_checkpoint(int64_t step, int64_t epoch);
+  // Commits the pending checkpoint once every rank has written its file: at once when they all have, else
+  // only with `block` (waiting for them), else later.
+  void finish_checkpoint(bool block);
   void destroy_trainers();
   void stop_everyone(const std::string& message);
 
@@ -107,6 +112,13 @@ class Driver {
   int64_t num_batches_ = 1;
   bool has_test_ = false;
   std::optional<double> last_accuracy_;
+  struct PendingCheckpoint {
+    int64_t step = 0;
+    std::string dir;
+    nlohmann::json meta;
+    std::vector<int> writing;  // ranks whose file is not written yet
+  };
+  std::optional<PendingCheckpoint> pending_;  // saved, not yet committed
   int64_t last_checkpoint_step_ = -1;
   std::string last_checkpoint_dir_;
   std::unique_ptr<GradDumpWriter> dump_;  // --dump-grads

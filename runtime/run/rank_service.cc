@@ -16,6 +16,7 @@
 #include "dist_autograd/hosted_module.h"
 #include "nn/serialize.h"
 #include "rpc/api.h"
+#include "runtime/run/checkpoint_writer.h"
 #include "runtime/run/confined_path.h"
 #include "runtime/run/pause_watch.h"
 #include "runtime/run/resume_state.h"
@@ -374,8 +375,21 @@ void register_rank_functions() {
       }
       // Dropout in a remote part draws from this process's default generator.
       state.emplace_back(kWorkerGeneratorKey, bytes_tensor(default_generator().save_state()));
-      nn::save_state_dict(state, RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.save_modules"));
+      const std::string path = RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.save_modules");
+      // (path, parts, async): async (default true) returns once the state is copied.
+      if (a.size() < 3 || a.at(2).as_bool()) {
+        process_checkpoint_writer().submit(path, state);
+      } else {
+        nn::save_state_dict(state, path);
+      }
       return Value();
+    });
+    // Whether this rank's asynchronous write of a checkpoint file is done (checkpoint_writer.h): true once,
+    // false while it runs, the write's error when it failed. Never blocks: the driver asks after each step.
+    r.add_function("braid.checkpoint_written", [](const Args& a) {
+      RankService::instance().touch();
+      return Value(process_checkpoint_writer().written(
+          RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.checkpoint_written")));
     });
     r.add_function("braid.load_modules", [](const Args& a) {
       RankService::instance().touch();

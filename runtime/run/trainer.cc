@@ -18,6 +18,7 @@
 #include "runtime/models/comm_hook_registry.h"
 #include "runtime/models/loss.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/run/checkpoint_writer.h"
 #include "runtime/run/initial_weights.h"
 #include "runtime/run/job_runtime.h"
 #include "runtime/run/rank_service.h"
@@ -248,7 +249,7 @@ Value Trainer::evaluate() {
   return Value(std::move(out));
 }
 
-void Trainer::save(const std::string& path) const {
+void Trainer::save(const std::string& path, bool async) const {
   nn::StateDict state;
   for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + plain_parameter_name(name), t);
   if (optimizer_) {
@@ -267,7 +268,11 @@ void Trainer::save(const std::string& path) const {
     }
   }
   append_resume_state(resume_parts_, state);
-  nn::save_state_dict(state, path);
+  if (async) {
+    process_checkpoint_writer().submit(path, state);
+  } else {
+    nn::save_state_dict(state, path);
+  }
 }
 
 void Trainer::load(const std::string& path) {
@@ -360,7 +365,9 @@ void register_trainer_class(std::function<const JobSpec&()> job_source,
         // The path comes over the network: only inside checkpoint.dir (RankService::checkpoint_file).
         .method("save",
                 [](Trainer& t, const Args& a) {
-                  t.save(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.save"));
+                  // (path, async): async (default true) returns once the state is copied.
+                  t.save(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.save"),
+                         a.size() < 2 || a.at(1).as_bool());
                   return Value();
                 })
         .method("load",

@@ -69,8 +69,9 @@ class Trainer {
   // This trainer's shard of the test split: {"loss_sum", "correct", "samples", "classified"} (no-grad, eval
   // mode; "classified": whether the data has classes, so that accuracy means something).
   rpc::Value evaluate();
-  // Model and optimizer state, into one file (nn::save_state_dict, atomic) / back.
-  void save(const std::string& path) const;
+  // Model and optimizer state, into one file (nn::save_state_dict, atomic) / back. With `async` the
+  // state is copied and written in the background (checkpoint_writer.h): save returns after the copy.
+  void save(const std::string& path, bool async) const;
   void load(const std::string& path);
   // The model's parameters by name (as dump-grads names them): {name: tensor}.
   rpc::Value parameters() const;

@@ -140,11 +140,12 @@ for s in "${scripts[@]}"; do
 done
 
 # A run that fails is requeued and resumes (BRAID_MAX_REQUEUES): the 4-rank fault job's worker is killed
-# (kill -9, BRAID_FAULT, first run only) at its 7th forward, after a few checkpoints; braid-srun.sbatch
+# (kill -9, BRAID_FAULT, first run only) at its 13th forward (step 4; 4 a step), after a checkpoint is
+# committed (asynchronous checkpoints are, at the latest, when the next begins); braid-srun.sbatch
 # requeues the job, whose `braid run` resumes from the latest checkpoint (SLURM_RESTART_COUNT) and
 # completes. --open-mode=append keeps both runs' output in one file.
 ckpt=$SLURM_TEST_DIR/requeue-ckpt
-id=$(BRAID_MAX_REQUEUES=1 BRAID_FAULT=forward:2:kill:7 BRAID_TRACE_DIR=$SLURM_TEST_DIR/trace \
+id=$(BRAID_MAX_REQUEUES=1 BRAID_FAULT=forward:2:kill:13 BRAID_TRACE_DIR=$SLURM_TEST_DIR/trace \
      submit braid-srun-requeue -n 4 --overcommit --open-mode=append "$root/deploy/slurm/braid-srun.sbatch" \
      run tests/faults/job.yaml --steps 6 --set "checkpoint.dir=$ckpt" --set checkpoint.interval=1)
 # Slurm holds a requeued job for about two minutes (its EligibleTime) before it may start again; an operator,

@@ -1,17 +1,22 @@
-// What `braid run` writes: the checkpoint layout (atomic files, latest, keeping the newest), the progress
-// line and metrics records, --dump-grads' JSON lines, and the parameter names they use.
+// What `braid run` writes: the checkpoint layout (atomic files, latest, keeping the newest), the
+// asynchronous checkpoint writer, the progress line and metrics records, --dump-grads' JSON lines, and the
+// parameter names they use.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "base/error.h"
+#include "nn/serialize.h"
 #include "rpc/value.h"
 #include "runtime/run/checkpoint_dir.h"
+#include "runtime/run/checkpoint_writer.h"
 #include "runtime/run/grad_dump.h"
 #include "runtime/run/progress.h"
 #include "runtime/run/trainer.h"
@@ -32,6 +37,39 @@ std::string read(const fs::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+TEST_CASE("run: the checkpoint writer copies the state at submit and writes it in the background", "[runtime][run]") {
+  TempDir tmp;
+  const std::string first = (tmp.path() / "a.brsd").string();
+  const std::string second = (tmp.path() / "b.brsd").string();
+  Tensor w = from_vector(std::vector<float>{1, 2, 3});
+  CheckpointWriter writer;
+  writer.submit(first, {{"w", w}, {"step", from_vector(std::vector<int64_t>{7}, {1})}});
+  w.fill_(9.0);  // training goes on: the file holds the values at submit
+  writer.wait(first);
+  const nn::StateDict saved = nn::load_state_dict_file(first);
+  REQUIRE(saved.size() == 2);
+  CHECK(to_vector<float>(saved[0].second) == std::vector<float>{1, 2, 3});
+  CHECK(to_vector<int64_t>(saved[1].second) == std::vector<int64_t>{7});
+  // The buffers are kept: a second checkpoint of the same state reuses them.
+  const size_t bytes = writer.buffered_bytes();
+  CHECK(bytes == 3 * 4 + 8);
+  writer.submit(second, {{"w", w}, {"step", from_vector(std::vector<int64_t>{8}, {1})}});
+  CHECK(writer.buffered_bytes() == bytes);
+  bool done = false;
+  for (int i = 0; i < 2000 && !done; ++i) {
+    done = writer.written(second);  // false while the write runs; true once, then forgotten
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(done);
+  CHECK(to_vector<float>(nn::load_state_dict_file(second)[0].second) == std::vector<float>{9, 9, 9});
+  CHECK_THROWS_WITH(writer.written(second), Contains("no write of it is pending on this rank"));
+  // A write that fails reports its error to the one who asks, naming the file.
+  const std::string nowhere = (tmp.path() / "missing-dir" / "c.brsd").string();
+  writer.submit(nowhere, {{"w", w}});
+  CHECK_THROWS_WITH(writer.wait(nowhere), Contains("missing-dir"));
+  CHECK_THROWS_WITH(writer.submit(first, {{"w", Tensor()}}), Contains("'w' is an undefined tensor"));
 }
 
 TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {

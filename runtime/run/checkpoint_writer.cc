@@ -1,0 +1,108 @@
+#include "runtime/run/checkpoint_writer.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "tensor/factory.h"
+
+namespace braid::runtime {
+
+namespace {
+constexpr int kWriterNice = 10;
+}  // namespace
+
+CheckpointWriter::~CheckpointWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointWriter::submit(const std::string& path, const nn::StateDict& state) {
+  for (const auto& [name, t] : state) {
+    BRAID_CHECK_ARG(t.defined() && !t.is_sparse(), "checkpoint '{}': entry '{}' is {}", path, name,
+                    t.defined() ? "a sparse tensor; state dicts hold dense tensors" : "an undefined tensor");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !job_.has_value(); });  // the buffers are free again
+  BRAID_CHECK_ARG(!done_.count(path), "checkpoint '{}': written before and not yet waited for", path);
+  nn::StateDict snapshot;
+  snapshot.reserve(state.size());
+  for (const auto& [name, t] : state) {
+    Tensor& buffer = buffers_[name];
+    if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
+      buffer = empty(t.shape(), TensorOptions(t.dtype(), Device::cpu()));
+    }
+    buffer.copy_(t);
+    snapshot.emplace_back(name, buffer);
+  }
+  job_.emplace(path, std::move(snapshot));
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  lock.unlock();
+  cv_.notify_all();
+}
+
+void CheckpointWriter::run() {
+  // Below the training threads: when the cores are busy, the write takes the time they leave.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || job_.has_value(); });
+    if (!job_) return;  // stopping with nothing queued
+    const std::string path = job_->first;
+    const nn::StateDict& state = job_->second;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      nn::save_state_dict(state, path);  // reads the buffers, which nobody writes while job_ is set
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    done_[path] = error;
+    job_.reset();
+    cv_.notify_all();
+  }
+}
+
+bool CheckpointWriter::written(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = done_.find(path);
+  if (it == done_.end()) {
+    BRAID_CHECK_ARG(job_ && job_->first == path, "checkpoint '{}': no write of it is pending on this rank", path);
+    return false;
+  }
+  const std::exception_ptr error = it->second;
+  done_.erase(it);
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+
+void CheckpointWriter::wait(const std::string& path) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool known = done_.count(path) > 0 || (job_ && job_->first == path);
+    BRAID_CHECK_ARG(known, "checkpoint '{}': no write of it is pending on this rank", path);
+    cv_.wait(lock, [&] { return done_.count(path) > 0; });
+  }
+  written(path);
+}
+
+size_t CheckpointWriter::buffered_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t bytes = 0;
+  for (const auto& [name, t] : buffers_) bytes += static_cast<size_t>(t.numel()) * element_size(t.dtype());
+  return bytes;
+}
+
+CheckpointWriter& process_checkpoint_writer() {
+  static CheckpointWriter writer;
+  return writer;
+}
+
+}  // namespace braid::runtime

@@ -1,0 +1,67 @@
+// Asynchronous checkpoint writes (checkpoint.async, the default): a rank copies its state into memory and
+// goes on training while a thread of its own writes the file.
+//
+//   submit(path, state)  copies every tensor of `state` into the writer's buffers and queues the write of
+//                        `path` (nn::save_state_dict: temporary file, fsync, rename); returns once copied.
+//                        The buffers are kept from one checkpoint to the next (by entry name), so that a
+//                        snapshot touches no fresh page after the first: copying 1 GiB costs a memcpy,
+//                        not 262144 first touches.
+//   written(path)        whether that write is done (false while it runs), rethrowing its error; the
+//                        driver asks every rank after each step, without blocking anyone.
+//   wait(path)           blocks until that write is done, and rethrows its error.
+//
+// One write is in flight at a time: submit() first waits for the previous write (its buffers are about
+// to be overwritten). The driver commits a checkpoint (meta.json, then `latest`) only when every rank's
+// wait() has returned, so a kill -9 during a write leaves `latest` on the previous complete checkpoint,
+// which is kept until the new one is committed (checkpoint_dir.h).
+//
+// Threading: one writer thread per process, started by the first submit() and joined by the destructor
+// (process_checkpoint_writer()'s at exit, after finishing what is queued). submit() and wait() may be
+// called from any thread (RPC handlers).
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "nn/serialize.h"
+
+namespace braid::runtime {
+
+class CheckpointWriter {
+ public:
+  CheckpointWriter() = default;
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // InvalidArgument (nothing queued) for an entry save_state_dict would refuse; `path` is written as is.
+  void submit(const std::string& path, const nn::StateDict& state);
+  // True once `path` is written (and then forgets it), false while it is being written; rethrows the
+  // write's error (braid::Error, InvalidArgument). InvalidArgument for a path that was never submitted
+  // (or already reported).
+  bool written(const std::string& path);
+  void wait(const std::string& path);  // blocks until written(path) would say true
+  // Bytes held in the snapshot buffers.
+  size_t buffered_bytes() const;
+
+ private:
+  void run();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Tensor> buffers_;  // GUARDED_BY(mu_) while no write is in flight; by name
+  std::optional<std::pair<std::string, nn::StateDict>> job_;  // GUARDED_BY(mu_): the write in flight
+  std::map<std::string, std::exception_ptr> done_;  // GUARDED_BY(mu_): finished writes (null: success)
+  bool stop_ = false;                               // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+// The process's writer (ranks write their checkpoint files through it).
+CheckpointWriter& process_checkpoint_writer();
+
+}  // namespace braid::runtime
