@@ -96,11 +96,26 @@ std::unique_ptr<Dataset> make_dataset(const DataSpec& spec, Split split);
 //   - the share of trainer `rank` is every num_replicas-th index from `rank` (Partition::Interleaved) or
 //     the rank-th contiguous block (Partition::Contiguous). Shares are disjoint (apart from padding) and
 //     of equal length num_samples().
+// A part of an epoch that ran on another number of trainers, before a resume on this one (the
+// checkpoint's data cursor): `trainers` trainers took their first `batches` batches.
+struct EpochSegment {
+  int trainers = 1;
+  int64_t batches = 0;
+  bool operator==(const EpochSegment&) const = default;
+};
+
 class DistributedSampler {
  public:
   DistributedSampler(int64_t size, int num_replicas, int rank, const DataSpec& spec, uint64_t seed);
 
   void set_epoch(int64_t epoch);
+  // The rest of an epoch after `before` (earlier segments, in order) consumed its start: the epoch's list
+  // is dealt as for before[0].trainers trainers (padding, drop_last and partition as always), each
+  // trainer's first batches * batch_size samples are taken away, the rest of every trainer's share is
+  // joined in trainer order; the same for each further segment; what is left is dealt to this sampler's
+  // trainers. No segment: the whole epoch, as set_epoch(epoch). So a job resumed on another number of
+  // trainers sees each sample of the epoch once more at most (padding apart), none twice.
+  void set_epoch(int64_t epoch, const std::vector<EpochSegment>& before, int batch_size);
   int64_t epoch() const { return epoch_; }
   // This trainer's indices for the current epoch, in order.
   const std::vector<int64_t>& indices() const { return indices_; }
@@ -120,6 +135,9 @@ class DistributedSampler {
   bool drop_last_;
   uint64_t seed_;
   int64_t epoch_ = 0;
+  std::vector<EpochSegment> before_;
+  int before_batch_size_ = 1;
+  int64_t list_size_ = 0;  // the samples left to deal this epoch (size_ without earlier segments)
   std::vector<int64_t> indices_;
 };
 

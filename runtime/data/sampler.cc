@@ -28,6 +28,29 @@ std::vector<int64_t> shuffled(int64_t n, uint64_t seed, int64_t epoch) {
   return perm;
 }
 
+// PyTorch's dealing of `list` to `replicas` trainers: padded with its own first elements (cycling) or cut
+// (drop_last) to a multiple of replicas, then every replicas-th element (interleaved) or a block each.
+std::vector<std::vector<int64_t>> deal(std::vector<int64_t> list, int replicas, Partition partition, bool drop_last) {
+  const auto n = static_cast<int64_t>(list.size());
+  const int64_t per = drop_last ? n / replicas : (n + replicas - 1) / replicas;
+  const auto total = static_cast<size_t>(per * replicas);
+  if (list.size() > total) {
+    list.resize(total);
+  } else if (!list.empty()) {
+    for (size_t i = 0; list.size() < total; ++i) list.push_back(list[i]);
+  }
+  std::vector<std::vector<int64_t>> shares(static_cast<size_t>(replicas));
+  for (int r = 0; r < replicas && per > 0; ++r) {
+    auto& share = shares[static_cast<size_t>(r)];
+    if (partition == Partition::Interleaved) {
+      for (size_t i = static_cast<size_t>(r); i < total; i += static_cast<size_t>(replicas)) share.push_back(list[i]);
+    } else {
+      share.assign(list.begin() + r * per, list.begin() + (r + 1) * per);
+    }
+  }
+  return shares;
+}
+
 }  // namespace
 
 DistributedSampler::DistributedSampler(int64_t size, int num_replicas, int rank, const DataSpec& spec,
@@ -48,16 +71,25 @@ DistributedSampler::DistributedSampler(int64_t size, int num_replicas, int rank,
   build();
 }
 
-void DistributedSampler::set_epoch(int64_t epoch) {
+void DistributedSampler::set_epoch(int64_t epoch) { set_epoch(epoch, {}, 1); }
+
+void DistributedSampler::set_epoch(int64_t epoch, const std::vector<EpochSegment>& before, int batch_size) {
   BRAID_CHECK_ARG(epoch >= 0, "DistributedSampler::set_epoch: epoch {} is negative", epoch);
-  if (epoch == epoch_) return;
+  BRAID_CHECK_ARG(batch_size >= 1, "DistributedSampler::set_epoch: batch size {} must be at least 1", batch_size);
+  for (const EpochSegment& s : before) {
+    BRAID_CHECK_ARG(s.trainers >= 1 && s.batches >= 0, "DistributedSampler::set_epoch: an earlier segment of {} "
+                    "trainer(s) and {} batches", s.trainers, s.batches);
+  }
+  if (epoch == epoch_ && before == before_ && (before.empty() || batch_size == before_batch_size_)) return;
   epoch_ = epoch;
+  before_ = before;
+  before_batch_size_ = batch_size;
   build();
 }
 
 int64_t DistributedSampler::num_samples() const {
   // PyTorch: floor(size / R) with drop_last (the ragged tail goes), ceil(size / R) without (padding).
-  return drop_last_ ? size_ / num_replicas_ : (size_ + num_replicas_ - 1) / num_replicas_;
+  return drop_last_ ? list_size_ / num_replicas_ : (list_size_ + num_replicas_ - 1) / num_replicas_;
 }
 
 void DistributedSampler::build() {
@@ -68,27 +100,16 @@ void DistributedSampler::build() {
     all.resize(static_cast<size_t>(size_));
     std::iota(all.begin(), all.end(), int64_t{0});
   }
-  const int64_t per_rank = num_samples();
-  const auto total = static_cast<size_t>(per_rank * num_replicas_);
-  if (all.size() > total) {
-    all.resize(total);  // drop_last: the tail that does not divide evenly
-  } else if (!all.empty()) {
-    // Pad with the permutation's own first elements, cycling when the padding is longer than the data
-    // (fewer samples than trainers), exactly as PyTorch does.
-    for (size_t i = 0; all.size() < total; ++i) all.push_back(all[i]);
-  }
-
-  indices_.clear();
-  indices_.reserve(static_cast<size_t>(per_rank));
-  if (per_rank == 0) return;
-  if (partition_ == Partition::Interleaved) {
-    for (size_t i = static_cast<size_t>(rank_); i < total; i += static_cast<size_t>(num_replicas_)) {
-      indices_.push_back(all[i]);
+  for (const EpochSegment& seg : before_) {
+    std::vector<int64_t> rest;
+    const auto taken = static_cast<size_t>(seg.batches * before_batch_size_);
+    for (const auto& share : deal(std::move(all), seg.trainers, partition_, drop_last_)) {
+      if (share.size() > taken) rest.insert(rest.end(), share.begin() + static_cast<std::ptrdiff_t>(taken), share.end());
     }
-  } else {
-    const auto begin = all.begin() + rank_ * per_rank;
-    indices_.assign(begin, begin + per_rank);
+    all = std::move(rest);
   }
+  list_size_ = static_cast<int64_t>(all.size());
+  indices_ = std::move(deal(std::move(all), num_replicas_, partition_, drop_last_)[static_cast<size_t>(rank_)]);
 }
 
 int64_t DistributedSampler::num_batches(int batch_size) const {

@@ -1,7 +1,8 @@
 // The layout of a job's checkpoints under checkpoint.dir:
 //
 //   <dir>/step-00000012/rank-0.brsd ... rank-<W-1>.brsd   each rank's state (nn::save_state_dict, atomic)
-//   <dir>/step-00000012/meta.json   {"step", "epoch", "world_size", "roles", "job"}: written last, so a
+//   <dir>/step-00000012/meta.json   {"step", "epoch", "data", "world_size", "roles", "job"} ("data": the
+//                                   data cursor, driver.h): written last, so a
 //                                   step directory with meta.json is complete
 //   <dir>/latest                    "step-00000012\n": the newest complete checkpoint
 //

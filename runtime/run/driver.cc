@@ -16,6 +16,7 @@
 #include "base/logging.h"
 #include "rpc/api.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/data/dataset.h"
 #include "runtime/run/checkpoint_dir.h"
 #include "runtime/run/driver_detail.h"
 #include "runtime/run/grad_dump.h"
@@ -176,6 +177,7 @@ void Driver::create_trainers() {
   const auto answers = wait_all(infos, job_.roles.trainers, "creating its trainer");
   const rpc::Dict& info = answers.at(0).as_dict();
   num_batches_ = std::max<int64_t>(info.find("num_batches")->as_int(), 1);
+  dataset_size_ = info.find("dataset_size")->as_int();
   has_test_ = info.find("has_test")->as_bool();
 }
 
@@ -192,11 +194,19 @@ int64_t Driver::resume_step() {
     return 0;
   }
   const int saved_world = ref->meta.at("world_size").get<int>();
-  BRAID_CHECK_ARG(saved_world == runtime_.world_size(), "--resume: {} was saved by {} ranks, this job has {}",
-                  ref->step_dir, saved_world, runtime_.world_size());
+  const std::vector<int> saved_trainers = ref->meta.at("roles").at("trainers").get<std::vector<int>>();
+  const bool resized = saved_world != runtime_.world_size() || saved_trainers.size() != job_.roles.trainers.size();
+  if (resized) check_resizable(ref->step_dir, saved_world, saved_trainers.size());
+  const auto saved_n = saved_trainers.size();
   std::vector<Future<Value>> loads;
   std::vector<int> ranks;
-  loads = call_trainers("load", [&](size_t t) { return Args{Value(rank_state_path(ref->step_dir, job_.roles.trainers[t]))}; });
+  // Resized (DDP: every trainer saved the same model and optimizer): trainer t reads saved trainer
+  // t mod N's file, keeps its generator only when that trainer was its own index, and no comm hook state.
+  loads = call_trainers("load", [&](size_t t) {
+    if (!resized) return Args{Value(rank_state_path(ref->step_dir, job_.roles.trainers[t]))};
+    return Args{Value(rank_state_path(ref->step_dir, saved_trainers[t % saved_n])), Value(t < saved_n),
+                Value(saved_n == job_.roles.trainers.size())};
+  });
   ranks = job_.roles.trainers;
   for (int w : job_.roles.workers) {
     rpc::ValueList mine;
@@ -210,14 +220,66 @@ int64_t Driver::resume_step() {
   }
   wait_all(loads, ranks, fmt::format("loading the checkpoint {}", ref->step_dir));
   const int64_t step = ref->meta.at("step").get<int64_t>();
-  log()->info("{}: resumed from {} (step {})", why, ref->step_dir, step);
+  cursor_ = read_cursor(ref->meta, step);
+  if (resized) {
+    // The epoch goes on with the samples the saved trainers had not reached (DistributedSampler::set_epoch).
+    if (saved_n != job_.roles.trainers.size()) {
+      if (cursor_.batch > 0) cursor_.before.push_back({static_cast<int>(saved_n), cursor_.batch});
+      cursor_.batch = 0;
+    }
+    log()->info("{}: resumed from {} (step {}) on {} trainers; it was saved by {} ({} ranks, now {})", why,
+                ref->step_dir, step, job_.roles.trainers.size(), saved_n, saved_world, runtime_.world_size());
+  } else {
+    log()->info("{}: resumed from {} (step {})", why, ref->step_dir, step);
+  }
   return step;
 }
 
-Driver::StepTotals Driver::run_step(int64_t step, int64_t epoch, int64_t batch) {
+void Driver::check_resizable(const std::string& step_dir, int saved_world, size_t saved_trainers) const {
+  const std::string what = fmt::format("--resume: {} was saved by {} ranks ({} trainers), this job has {} ({} trainers)",
+                                       step_dir, saved_world, saved_trainers, runtime_.world_size(),
+                                       job_.roles.trainers.size());
+  BRAID_CHECK_ARG(!job_.fsdp.enabled, "{}: an FSDP checkpoint resumes only on the trainer count that saved it, for now",
+                  what);
+  BRAID_CHECK_ARG(parts_.empty(), "{}: a model with parts on workers ('{}') resumes only on the world that saved it, "
+                  "for now", what, job_.model.kind);
+}
+
+Driver::DataCursor Driver::read_cursor(const nlohmann::json& meta, int64_t step) const {
+  DataCursor c;
+  if (!meta.contains("data")) {  // a checkpoint from before the cursor: epochs of num_batches_ steps
+    c.epoch = step / num_batches_;
+    c.batch = step % num_batches_;
+    return c;
+  }
+  const nlohmann::json& d = meta.at("data");
+  c.epoch = d.at("epoch").get<int64_t>();
+  c.batch = d.at("batch").get<int64_t>();
+  for (const auto& seg : d.at("before")) c.before.push_back({seg.at(0).get<int>(), seg.at(1).get<int64_t>()});
+  return c;
+}
+
+int64_t Driver::segment_batches() {
+  if (!segment_batches_ || segment_key_ != std::make_pair(cursor_.epoch, cursor_.before)) {
+    DistributedSampler s(dataset_size_, static_cast<int>(job_.roles.trainers.size()), 0, job_.data, job_.train.seed);
+    s.set_epoch(cursor_.epoch, cursor_.before, job_.train.batch_size);
+    segment_batches_ = s.num_batches(job_.train.batch_size);
+    segment_key_ = {cursor_.epoch, cursor_.before};
+  }
+  return *segment_batches_;
+}
+
+Driver::StepTotals Driver::run_step(int64_t step) {
   const bool want_grads = !options_.dump_grads.empty();
   fault::point("forward");  // the master's "forward": it is about to start a step on every trainer
-  auto futures = call_trainers("train_step", [&](size_t) { return Args{Value(epoch), Value(batch), Value(want_grads), Value(step)}; });
+  rpc::ValueList before;
+  for (const EpochSegment& seg : cursor_.before) {
+    before.push_back(rpc::list({Value(static_cast<int64_t>(seg.trainers)), Value(seg.batches)}));
+  }
+  const Value segments = rpc::list(std::move(before));
+  auto futures = call_trainers("train_step", [&](size_t) {
+    return Args{Value(cursor_.epoch), Value(cursor_.batch), Value(want_grads), Value(step), segments};
+  });
   const auto results = wait_all(futures, job_.roles.trainers, fmt::format("step {}", step));
   StepTotals totals;
   double weighted = 0;
@@ -293,6 +355,7 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
   pending_ = PendingCheckpoint{step, dir,
                                nlohmann::json{{"step", step},
                                               {"epoch", epoch},
+                                              {"data", cursor_json()},
                                               {"world_size", runtime_.world_size()},
                                               {"roles", roles},
                                               {"job", to_json(job_)}},
@@ -371,9 +434,17 @@ int Driver::run() {
   } catch (const std::exception& e) {
     fail(blame(runtime_.rank()), e.what());
   }
-  const int64_t total = job_.train.steps > 0 ? job_.train.steps : int64_t{job_.train.epochs} * num_batches_;
+  // Steps: train.steps, or what is left of the epochs from where the job stands (another trainer count
+  // after a resume gives the rest of the current epoch another length).
+  int64_t total = job_.train.steps;
+  if (total <= 0) {
+    total = done;
+    if (cursor_.epoch < job_.train.epochs) {
+      total += segment_batches() - cursor_.batch + (job_.train.epochs - cursor_.epoch - 1) * num_batches_;
+    }
+  }
   total_steps_ = total;
-  const int64_t total_epochs = (total + num_batches_ - 1) / num_batches_;
+  const int64_t total_epochs = job_.train.steps > 0 ? (total + num_batches_ - 1) / num_batches_ : job_.train.epochs;
   log()->info("training {} steps ({} per epoch, {} trainers) from step {}", total, num_batches_, trainers_.size(), done);
   int64_t samples_total = 0;
   double last_loss = 0;
@@ -381,17 +452,23 @@ int Driver::run() {
   std::optional<std::string> stop_signal;
   try {
     while (done < total) {
-      const int64_t epoch = done / num_batches_;
+      if (cursor_.batch >= segment_batches()) {  // the epoch is done (or had nothing left after a resume)
+        cursor_ = DataCursor{cursor_.epoch + 1, {}, 0};
+        continue;
+      }
+      const int64_t epoch = cursor_.epoch;
       RankService::instance().set_status("training", done);
-      const StepTotals st = run_step(done + 1, epoch, done % num_batches_);
+      const StepTotals st = run_step(done + 1);
       ++done;
+      ++cursor_.batch;
       samples_total += st.samples;
       last_loss = st.loss;
       StepReport rep{done, total, epoch + 1, total_epochs, st.loss, st.samples, 0, since(loop_start)};
       rep.samples_per_s = rep.elapsed_s > 0 ? static_cast<double>(samples_total) / rep.elapsed_s : 0;
       metrics_.write(step_record(rep));
       if (done % std::max(job_.log.interval, 1) == 0 || done == total) progress_.step(rep);
-      const bool epoch_end = done % num_batches_ == 0;
+      const bool epoch_end = cursor_.batch >= segment_batches();
+      if (epoch_end) cursor_ = DataCursor{epoch + 1, {}, 0};
       if (has_test_ && (epoch_end || (job_.train.eval_every > 0 && done % job_.train.eval_every == 0))) {
         evaluate(done, epoch + 1);
       }
@@ -404,7 +481,7 @@ int Driver::run() {
       if (stop_signal) break;
     }
     RankService::instance().set_status("stopping", done);
-    const std::string ckpt = save_checkpoint(done, (done + num_batches_ - 1) / num_batches_);
+    const std::string ckpt = save_checkpoint(done, cursor_.batch > 0 ? cursor_.epoch + 1 : cursor_.epoch);
     finish_checkpoint(/*block=*/true);
     destroy_trainers();
     std::string message = "the job is done";
@@ -423,6 +500,12 @@ int Driver::run() {
     fail(blame(runtime_.rank()), e.what());
   }
   return 0;
+}
+
+nlohmann::json Driver::cursor_json() const {
+  nlohmann::json before = nlohmann::json::array();
+  for (const EpochSegment& seg : cursor_.before) before.push_back({seg.trainers, seg.batches});
+  return {{"epoch", cursor_.epoch}, {"batch", cursor_.batch}, {"before", before}};
 }
 
 }  // namespace braid::runtime

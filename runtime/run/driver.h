@@ -68,8 +68,22 @@ class Driver {
 
   void create_remote_parts();
   void create_trainers();
-  int64_t resume_step();  // the number of steps already done (0 without a checkpoint)
-  StepTotals run_step(int64_t step, int64_t epoch, int64_t batch);
+  int64_t resume_step();  // the number of steps already done (0 without a checkpoint); sets cursor_
+  // A resume on another world: InvalidArgument naming the checkpoint for what cannot be resized yet.
+  void check_resizable(const std::string& step_dir, int saved_world, size_t saved_trainers) const;
+
+  // Where the job stands in its data: the epoch, the parts of it run on other trainer counts before a
+  // resume (DistributedSampler::set_epoch), and the batch within the current part. A checkpoint's
+  // meta.json holds it as "data": {"epoch", "batch", "before": [[trainers, batches], ...]}.
+  struct DataCursor {
+    int64_t epoch = 0;
+    std::vector<EpochSegment> before;
+    int64_t batch = 0;
+  };
+  DataCursor read_cursor(const nlohmann::json& meta, int64_t step) const;
+  nlohmann::json cursor_json() const;
+  int64_t segment_batches();  // batches of the current part of the epoch, per trainer
+  StepTotals run_step(int64_t step);  // at cursor_
   void evaluate(int64_t step, int64_t epoch);
   // Starts the checkpoint of `step` (with checkpoint.async the ranks copy their state and write it in the
   // background) and returns its directory; it is committed by finish_checkpoint().
@@ -110,6 +124,10 @@ class Driver {
   std::vector<std::shared_ptr<dist_autograd::RemoteModule>> remote_modules_;  // keep the parts alive
   std::vector<rpc::RRef> trainers_;
   int64_t num_batches_ = 1;
+  int64_t dataset_size_ = 0;
+  DataCursor cursor_;
+  std::optional<int64_t> segment_batches_;  // cached for segment_key_
+  std::pair<int64_t, std::vector<EpochSegment>> segment_key_;
   bool has_test_ = false;
   std::optional<double> last_accuracy_;
   struct PendingCheckpoint {

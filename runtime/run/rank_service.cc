@@ -376,8 +376,8 @@ void register_rank_functions() {
       // Dropout in a remote part draws from this process's default generator.
       state.emplace_back(kWorkerGeneratorKey, bytes_tensor(default_generator().save_state()));
       const std::string path = RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.save_modules");
-      // (path, parts, async): async (default true) returns once the state is copied.
-      if (a.size() < 3 || a.at(2).as_bool()) {
+      // (path, parts[, async]): async returns once the state is copied (default: once written).
+      if (a.size() > 2 && a.at(2).as_bool()) {
         process_checkpoint_writer().submit(path, state);
       } else {
         nn::save_state_dict(state, path);

@@ -74,12 +74,19 @@ bool is_resume_state_key(const std::string& key) {
   return key == "rng.default" || key.rfind("ddp.", 0) == 0 || key.rfind("comm_hook.", 0) == 0;
 }
 
-void restore_resume_state(const ResumeParts& parts, const nn::StateDict& state, const std::string& path) {
+void restore_resume_state(const ResumeParts& parts, const nn::StateDict& state, const std::string& path,
+                          ResumeScope scope) {
   std::optional<std::string> rng;
+  bool skipped_hooks = false;
   std::map<size_t, Buckets> buckets;
   std::map<size_t, parallel::CommHookState> hooks;
   for (const auto& [key, t] : state) {
     if (!is_resume_state_key(key)) continue;
+    if (key == "rng.default" && !scope.generator) continue;
+    if (key.rfind("comm_hook.", 0) == 0 && !scope.hooks) {
+      skipped_hooks = true;
+      continue;
+    }
     if (key == "rng.default") {
       rng = tensor_bytes(t, fmt::format("{}: entry 'rng.default'", path));
     } else if (key.rfind("ddp.", 0) == 0) {
@@ -97,10 +104,14 @@ void restore_resume_state(const ResumeParts& parts, const nn::StateDict& state, 
       hooks[k].emplace_back(field, t);
     }
   }
-  if (!rng) {
+  if (skipped_hooks) {
+    logging::get("braid.run")->warn("{}: the comm hook's state is per trainer and this job has another number of "
+                                    "trainers: it starts afresh", path);
+  }
+  if (!rng && scope.generator) {
     logging::get("braid.run")->warn("{}: no generator state (a checkpoint from an older braid?): dropout masks after "
                                     "the resume will differ from an uninterrupted run's", path);
-  } else {
+  } else if (rng) {
     Generator probe;
     try {
       probe.restore_state(*rng);
@@ -109,7 +120,7 @@ void restore_resume_state(const ResumeParts& parts, const nn::StateDict& state, 
     }
   }
   for (size_t k = 0; k < parts.hooks.size(); ++k) {
-    BRAID_CHECK_ARG(!parts.hooks[k].load_state_dict || hooks.count(k) > 0 || !rng,
+    BRAID_CHECK_ARG(!scope.hooks || !parts.hooks[k].load_state_dict || hooks.count(k) > 0 || !rng,
                     "{}: comm hook {} ('{}') keeps state, but the checkpoint has none for it (saved with another "
                     "comm hook?)", path, k, parts.hooks[k].name);
   }

@@ -35,7 +35,15 @@ bool is_resume_state_key(const std::string& key);
 // checked against this job before the first is applied: InvalidArgument naming `path` and the entry for
 // one that does not fit (a DDP or hook the job does not have, buckets of another model). A checkpoint
 // without them (written before they existed) restores nothing and warns that dropout will differ.
-void restore_resume_state(const ResumeParts& parts, const nn::StateDict& state, const std::string& path);
+// A resume on another number of trainers restores less (`scope`): a trainer without a saved trainer of its
+// index keeps the generator braid run seeded from (train.seed, rank), and comm hooks start afresh (their
+// memory is per trainer: PowerSGD's error feedback is this trainer's deviation from the average).
+struct ResumeScope {
+  bool generator = true;
+  bool hooks = true;
+};
+void restore_resume_state(const ResumeParts& parts, const nn::StateDict& state, const std::string& path,
+                          ResumeScope scope = {});
 
 // The process's default generator alone, for a worker's checkpoint of its remote parts ("@generator").
 inline constexpr const char* kWorkerGeneratorKey = "@generator";

@@ -1,6 +1,7 @@
 #include "runtime/run/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -144,14 +145,22 @@ Value Trainer::info() const {
   Dict d;
   d.set("num_batches", Value(sampler_->num_batches(job_.train.batch_size)));
   d.set("num_samples", Value(sampler_->num_samples()));
+  d.set("dataset_size", Value(train_->size()));
   d.set("has_test", Value(test_ != nullptr && test_->size() > 0));
   return Value(std::move(d));
 }
 
-Value Trainer::train_step(int64_t step, int64_t epoch, int64_t batch, bool want_grads) {
+Value Trainer::train_step(int64_t step, int64_t epoch, const std::vector<EpochSegment>& before, int64_t batch,
+                          bool want_grads) {
   fault::point("forward");  // BRAID_FAULT: a trainer's "forward"
-  sampler_->set_epoch(epoch);
-  const Batch full = train_->gather(sampler_->batch_indices(batch, job_.train.batch_size));
+  sampler_->set_epoch(epoch, before, job_.train.batch_size);
+  const std::vector<int64_t> indices = sampler_->batch_indices(batch, job_.train.batch_size);
+  // Which samples a step read (BRAID_LOG_LEVEL=info,braid.data=debug): the data order, checkable.
+  static const auto data_log = logging::get("braid.data");
+  if (data_log->should_log(spdlog::level::debug)) {
+    data_log->debug("trainer {}: step {} (epoch {}): samples {}", index_, step, epoch + 1, fmt::join(indices, " "));
+  }
+  const Batch full = train_->gather(indices);
   // Micro-batches: rows [begin, end) of the batch.
   const int64_t rows = full.size();
   // data.micro_batch rows each; uneven inputs without a size take two halves of the batch (the torch test
@@ -275,7 +284,7 @@ void Trainer::save(const std::string& path, bool async) const {
   }
 }
 
-void Trainer::load(const std::string& path) {
+void Trainer::load(const std::string& path, ResumeScope scope) {
   const nn::StateDict state = nn::load_state_dict_file(path);
   nn::StateDict model_state, optim_state;
   std::map<size_t, rpc::Dict> remote_state;
@@ -312,7 +321,7 @@ void Trainer::load(const std::string& path) {
     BRAID_THROW(InvalidArgument, "{}: {} (a checkpoint of another model?)", path, e.what());
   }
   if (optimizer_ && !optim_state.empty()) optimizer_->load_state_dict(nn::optim::OptimizerStateDict::from_flat(optim_state));
-  restore_resume_state(resume_parts_, state, path);
+  restore_resume_state(resume_parts_, state, path, scope);
   if (remote_optimizer_) {
     const auto& remotes = remote_optimizer_->remote_optimizers();
     for (auto& [i, dict] : remote_state) {
@@ -359,20 +368,30 @@ void register_trainer_class(std::function<const JobSpec&()> job_source,
                 [](Trainer& t, const Args& a) {
                   RankService::instance().touch();
                   RankService::instance().set_status("training", a.at(3).as_int());
-                  return t.train_step(a.at(3).as_int(), a.at(0).as_int(), a.at(1).as_int(), a.at(2).as_bool());
+                  // (epoch, batch, want_grads, step[, earlier segments of the epoch: [[trainers, batches], ...]])
+                  std::vector<EpochSegment> before;
+                  if (a.size() > 4) {
+                    for (const Value& seg : a.at(4).items()) {
+                      before.push_back({static_cast<int>(seg.items().at(0).as_int()), seg.items().at(1).as_int()});
+                    }
+                  }
+                  return t.train_step(a.at(3).as_int(), a.at(0).as_int(), before, a.at(1).as_int(), a.at(2).as_bool());
                 })
         .method("evaluate", [](Trainer& t, const Args&) { return t.evaluate(); })
         // The path comes over the network: only inside checkpoint.dir (RankService::checkpoint_file).
         .method("save",
                 [](Trainer& t, const Args& a) {
-                  // (path, async): async (default true) returns once the state is copied.
+                  // (path[, async]): async returns once the state is copied (default: once written).
                   t.save(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.save"),
-                         a.size() < 2 || a.at(1).as_bool());
+                         a.size() > 1 && a.at(1).as_bool());
                   return Value();
                 })
         .method("load",
                 [](Trainer& t, const Args& a) {
-                  t.load(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.load"));
+                  // (path[, generator, hooks]): a resume on another trainer count restores less (ResumeScope).
+                  ResumeScope scope;
+                  if (a.size() > 2) scope = {a.at(1).as_bool(), a.at(2).as_bool()};
+                  t.load(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.load"), scope);
                   return Value();
                 })
         .method("parameters", [](Trainer& t, const Args&) { return t.parameters(); })

@@ -61,18 +61,21 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // {"num_batches", "num_samples", "has_test"}: the driver plans the epochs from trainer 0's answer.
+  // {"num_batches", "num_samples", "dataset_size", "has_test"}: the driver plans the epochs from trainer
+  // 0's answer.
   rpc::Value info() const;
   // One step; returns {"loss" (rows-weighted mean over its micro-batches), "samples", and with want_grads
   // "microbatches": [{"loss", "grads": {parameter name: gradient}}]}.
-  rpc::Value train_step(int64_t step, int64_t epoch, int64_t batch, bool want_grads);
+  // `before`: the parts of this epoch run on other trainer counts before a resume (DistributedSampler).
+  rpc::Value train_step(int64_t step, int64_t epoch, const std::vector<EpochSegment>& before, int64_t batch,
+                        bool want_grads);
   // This trainer's shard of the test split: {"loss_sum", "correct", "samples", "classified"} (no-grad, eval
   // mode; "classified": whether the data has classes, so that accuracy means something).
   rpc::Value evaluate();
   // Model and optimizer state, into one file (nn::save_state_dict, atomic) / back. With `async` the
   // state is copied and written in the background (checkpoint_writer.h): save returns after the copy.
   void save(const std::string& path, bool async) const;
-  void load(const std::string& path);
+  void load(const std::string& path, ResumeScope scope = {});
   // The model's parameters by name (as dump-grads names them): {name: tensor}.
   rpc::Value parameters() const;
   // Drops the model, wrappers and optimizers (before the job's groups go away).

@@ -16,11 +16,15 @@ Cases:
              of a run that was never stopped (hash of `braid export`'s tensors). The seed of the random
              choice is printed; RESTART_TEST_SEED=N repeats a choice
 
+  resize     a DDP job resumed on another number of trainers, 4 -> 2 -> 3: each resume says so, and the
+             first epoch's samples are each read once across the three runs (docs/RUNTIME.md's rule)
+
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import hashlib
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -180,10 +184,62 @@ def case_identical(braid, tmp):
     expect(f"the final weights are bit-identical ({n_full} tensors, sha256 {full[:16]}...)", full == cut and n_full == n_cut)
 
 
+RESIZE_JOB = """\
+name: restart-resize
+backend: gloo
+rpc: {transport: tcp, timeout_s: 30}
+roles: {trainers: [0, 1, 2, 3]}
+model: {kind: mlp, args: {in: 16, hidden: [32], out: 4, dropout: 0.1}, init_seed: 2}
+data: {kind: synthetic, num_samples: 240, num_features: 16, num_classes: 4, seed: 4}
+optimizer: {kind: sgd, lr: 0.05, momentum: 0.9}
+ddp: {mode: outside}
+train: {batch_size: 5, seed: 9}
+log: {level: info, interval: 1}
+failure: {timeout_s: 10, heartbeat_s: 1}
+"""
+
+
+def case_resize(braid, tmp):
+    """4 trainers for 3 steps, --resume on 2 for 2 more, --resume on 3 to step 20: the first epoch's 240
+    samples are each read once (the 2 padded of the 3-trainer part apart), none twice."""
+    job = os.path.join(tmp, "job.yaml")
+    with open(job, "w") as f:
+        f.write(RESIZE_JOB)
+    ckpt = os.path.join(tmp, "ckpt")
+    debug = {"BRAID_LOG_LEVEL": "info,braid.data=debug", "BRAID_TRACE_DIR": os.path.join(tmp, "trace")}
+    samples = {}  # epoch -> list of sample indices read
+    runs = [(4, "[0, 1, 2, 3]", 3, []), (2, "[0, 1]", 5, ["--resume"]), (3, "[0, 1, 2]", 20, ["--resume"])]
+    for n, trainers, steps, extra in runs:
+        r = run(launch(braid, n, [], [job, "--steps", str(steps), "--set", f"roles.trainers={trainers}", "--set",
+                                     f"checkpoint.dir={ckpt}"] + extra), debug)
+        expect(f"{n} trainers: the run ends at step {steps}", r.returncode == 0 and f"done: {steps} steps" in r.stdout, r)
+        if extra:
+            expect(f"{n} trainers: resumed from the checkpoint of the run before, saying it was saved by another count",
+                   "on {} trainers; it was saved by".format(n) in r.stderr, r)
+        for line in r.stderr.splitlines():
+            m = re.search(r"step (\d+) \(epoch (\d+)\): samples ([\d ]+)$", line)
+            if m:
+                samples.setdefault(int(m.group(2)), []).extend(int(x) for x in m.group(3).split())
+    first = samples.get(1, [])
+    counts = {}
+    for i in first:
+        counts[i] = counts.get(i, 0) + 1
+    repeats = sum(c - 1 for c in counts.values())
+    expect(f"epoch 1 over 4, 2 and 3 trainers read every one of the 240 samples ({len(counts)}), {repeats} twice "
+           "(the last part's padding, at most 2)", len(counts) == 240 and repeats <= 2)
+    expect("epoch 2 (3 trainers) started from its own permutation", len(samples.get(2, [])) == 4 * 5 * 3)
+    with open(os.path.join(ckpt, "latest")) as f:
+        latest = f.read().strip()
+    with open(os.path.join(ckpt, latest, "meta.json")) as f:
+        meta = json.load(f)
+    expect("the last checkpoint holds the data cursor of epoch 2 on 3 trainers",
+           meta["data"] == {"epoch": 1, "batch": 4, "before": []} and meta["roles"]["trainers"] == [0, 1, 2])
+
+
 def main():
     braid, case = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix=f"braid-restart-{case}-") as tmp:
-        {"restart": case_restart, "identical": case_identical}[case](braid, tmp)
+        {"restart": case_restart, "identical": case_identical, "resize": case_resize}[case](braid, tmp)
 
 
 if __name__ == "__main__":

@@ -196,5 +196,56 @@ TEST_CASE("DistributedSampler: bad arguments name the values", "[runtime][data]"
   CHECK_THROWS_AS(s.set_epoch(-1), InvalidArgument);
 }
 
+TEST_CASE("DistributedSampler: the rest of an epoch after segments on other trainer counts", "[runtime][data]") {
+  // 240 samples in batches of 5: 3 steps on 4 trainers (60 samples), 2 on 2 (20 more), then 3 trainers.
+  const std::vector<EpochSegment> before{{4, 3}, {2, 2}};
+  for (const Partition partition : {Partition::Interleaved, Partition::Contiguous}) {
+    CAPTURE(partition == Partition::Contiguous);
+    const DataSpec spec = sampling(partition, true, false);
+    std::map<int64_t, int> seen;
+    // What the earlier segments took: each trainer's first batches.
+    for (int r = 0; r < 4; ++r) {
+      DistributedSampler s(240, 4, r, spec, 7);
+      s.set_epoch(1);
+      for (int64_t b = 0; b < 3; ++b) {
+        for (const int64_t i : s.batch_indices(b, 5)) ++seen[i];
+      }
+    }
+    for (int r = 0; r < 2; ++r) {
+      DistributedSampler s(240, 2, r, spec, 7);
+      s.set_epoch(1, {{4, 3}}, 5);
+      CHECK(s.num_samples() == 90);  // (240 - 60) / 2
+      for (int64_t b = 0; b < 2; ++b) {
+        for (const int64_t i : s.batch_indices(b, 5)) ++seen[i];
+      }
+    }
+    CHECK(seen.size() == 80);
+    int64_t rest = 0;
+    for (int r = 0; r < 3; ++r) {
+      DistributedSampler s(240, 3, r, spec, 7);
+      s.set_epoch(1, before, 5);
+      CHECK(s.num_samples() == 54);  // ceil(160 / 3): 2 padded
+      for (int64_t b = 0; b < s.num_batches(5); ++b) {
+        for (const int64_t i : s.batch_indices(b, 5)) ++seen[i];
+      }
+      rest += s.num_samples();
+    }
+    CHECK(rest == 162);
+    CHECK(seen.size() == 240);  // every sample of the epoch
+    int repeated = 0;
+    for (const auto& [index, times] : seen) repeated += times - 1;
+    CHECK(repeated == 2);  // the padding of the last segment only
+  }
+  // No segment is the plain epoch; going back to it after segments rebuilds it.
+  const DataSpec spec = sampling(Partition::Interleaved, true, false);
+  DistributedSampler a(240, 3, 1, spec, 7), b(240, 3, 1, spec, 7);
+  a.set_epoch(1);
+  b.set_epoch(1, before, 5);
+  CHECK(a.indices() != b.indices());
+  b.set_epoch(1, {}, 5);
+  CHECK(a.indices() == b.indices());
+  CHECK_THROWS_WITH(b.set_epoch(1, {{0, 1}}, 5), Catch::Contains("an earlier segment of 0 trainer(s)"));
+}
+
 }  // namespace
 }  // namespace braid::runtime
