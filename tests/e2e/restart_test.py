@@ -17,7 +17,9 @@ Cases:
              choice is printed; RESTART_TEST_SEED=N repeats a choice
 
   resize     a DDP job resumed on another number of trainers, 4 -> 2 -> 3: each resume says so, and the
-             first epoch's samples are each read once across the three runs (docs/RUNTIME.md's rule)
+             first epoch's samples are each read once across the three runs (docs/RUNTIME.md's rule);
+             then a checkpoint file cut in half, and one with a byte flipped: the resume fails naming the
+             file and the damage, and changes no file
 
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import hashlib
@@ -234,6 +236,26 @@ def case_resize(braid, tmp):
         meta = json.load(f)
     expect("the last checkpoint holds the data cursor of epoch 2 on 3 trainers",
            meta["data"] == {"epoch": 1, "batch": 4, "before": []} and meta["roles"]["trainers"] == [0, 1, 2])
+
+    # A damaged checkpoint file: the resume stops before training, naming the file and the damage, and
+    # leaves every file of the checkpoint as it was.
+    victim = os.path.join(ckpt, latest, "rank-1.brsd")
+    with open(victim, "rb") as f:
+        good = f.read()
+    for label, damaged, words in (("cut in half", good[:len(good) // 2], ("truncated",)),
+                                  ("one byte flipped", good[:len(good) // 2] + bytes([good[len(good) // 2] ^ 0xFF])
+                                   + good[len(good) // 2 + 1:], ("checksum",))):
+        with open(victim, "wb") as f:
+            f.write(damaged)
+        before = {n: open(os.path.join(ckpt, latest, n), "rb").read() for n in os.listdir(os.path.join(ckpt, latest))}
+        r = run(launch(braid, 3, [], [job, "--steps", "21", "--set", "roles.trainers=[0, 1, 2]", "--set",
+                                      f"checkpoint.dir={ckpt}", "--resume"]), debug)
+        after = {n: open(os.path.join(ckpt, latest, n), "rb").read() for n in os.listdir(os.path.join(ckpt, latest))}
+        expect(f"a checkpoint file {label}: the resume fails naming the file and the damage, nothing trained or "
+               "changed", r.returncode != 0 and "rank-1.brsd" in r.stderr and all(w in r.stderr for w in words)
+               and "step 21" not in r.stdout and before == after, r)
+    with open(victim, "wb") as f:
+        f.write(good)
 
 
 def main():
