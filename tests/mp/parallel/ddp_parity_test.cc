@@ -195,6 +195,30 @@ TEST_CASE_METHOD(MpFixture, "ddp: buckets are one per dtype first, rebuilt once 
   CHECK(stats.comm_hook == "builtin allreduce");
 }
 
+TEST_CASE_METHOD(MpFixture, "ddp: rebuilt buckets saved and restored into a new DDP, which then rebuilds nothing", "[ddp]") {
+  auto model = std::make_shared<ParityNet>(3);
+  DDPOptions o;
+  o.process_group = shared_group();
+  o.bucket_cap_mb = 0.001;
+  DistributedDataParallel ddp(model, o);
+  CHECK_FALSE(ddp.rebuilt_buckets().has_value());  // before the first iteration's rebuild
+  const Tensor x = ones({2, 2});
+  for (int it = 0; it < 2; ++it) autograd::backward(autograd::sum(ddp.forward(x)));
+  const auto saved = ddp.rebuilt_buckets();
+  REQUIRE(saved.has_value());
+  // A checkpoint's new DDP (a resumed job) takes them and keeps them: no rebuild, no broadcast.
+  auto model2 = std::make_shared<ParityNet>(3);
+  DistributedDataParallel resumed(model2, o);
+  resumed.restore_rebuilt_buckets(*saved);
+  for (int it = 0; it < 2; ++it) autograd::backward(autograd::sum(resumed.forward(x)));
+  CHECK(resumed.reducer().bucket_indices() == *saved);
+  CHECK(resumed.logging_data().rebuilds == 0);
+  // Buckets of another model are refused, and the DDP keeps its own.
+  CHECK_THROWS_WITH(resumed.restore_rebuilt_buckets({{0, 1}}), Catch::Contains("hold 2 parameters, the model has 3"));
+  CHECK_THROWS_WITH(resumed.restore_rebuilt_buckets({{0, 1, 1}}), Catch::Contains("appears twice"));
+  CHECK(resumed.reducer().bucket_indices() == *saved);
+}
+
 TEST_CASE_METHOD(MpFixture, "ddp: no_sync accumulates locally, the next synced step reduces the sum", "[ddp]") {
   const int r = rank(), ws = size();
   auto model = std::make_shared<Task>();
