@@ -36,8 +36,9 @@ constexpr const char* kFooter =
     "\n"
     "For more than one machine use mpirun or srun: docs/DEPLOY.md.";
 
-// The job a `braid run JOB [options]` command runs (braid named by any path), read as that command will (the file and its --set
-// overrides); nullopt for any other command, or one this cannot read: braid run then reports the error.
+// The job a `braid run JOB [options]` command runs (braid named by any path), read as that command will
+// (the file and its --set overrides); nullopt for any other command, or one this cannot read: braid run
+// then reports the error.
 std::optional<runtime::JobSpec> job_of_command(const std::vector<std::string>& command) {
   if (command.size() < 3 || std::filesystem::path(command[0]).filename() != "braid" || command[1] != "run") {
     return std::nullopt;

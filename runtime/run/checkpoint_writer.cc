@@ -105,4 +105,12 @@ CheckpointWriter& process_checkpoint_writer() {
   return writer;
 }
 
+void write_checkpoint_file(const std::string& path, const nn::StateDict& state, bool async) {
+  if (async) {
+    process_checkpoint_writer().submit(path, state);
+  } else {
+    nn::save_state_dict(state, path);
+  }
+}
+
 }  // namespace braid::runtime

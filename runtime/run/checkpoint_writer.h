@@ -12,7 +12,7 @@
 //
 // One write is in flight at a time: submit() first waits for the previous write (its buffers are about
 // to be overwritten). The driver commits a checkpoint (meta.json, then `latest`) only when every rank's
-// wait() has returned, so a kill -9 during a write leaves `latest` on the previous complete checkpoint,
+// written() has said so, so a kill -9 during a write leaves `latest` on the previous complete checkpoint,
 // which is kept until the new one is committed (checkpoint_dir.h).
 //
 // Threading: one writer thread per process, started by the first submit() and joined by the destructor
@@ -63,5 +63,9 @@ class CheckpointWriter {
 
 // The process's writer (ranks write their checkpoint files through it).
 CheckpointWriter& process_checkpoint_writer();
+
+// A rank's checkpoint file: through the process's writer when `async` (returns once copied), else written
+// here (nn::save_state_dict).
+void write_checkpoint_file(const std::string& path, const nn::StateDict& state, bool async);
 
 }  // namespace braid::runtime

@@ -67,6 +67,9 @@ class Driver {
   };
 
   void create_remote_parts();
+  // The remote parts worker `rank` hosts, as braid.save_modules and braid.load_modules take them:
+  // [(name, module rref), ...].
+  rpc::ValueList parts_on(int rank) const;
   void create_trainers();
   int64_t resume_step();  // the number of steps already done (0 without a checkpoint); sets cursor_
   // A resume on another world: InvalidArgument naming the checkpoint for what cannot be resized yet.

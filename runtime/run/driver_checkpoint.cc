@@ -21,6 +21,14 @@ using rpc::Value;
 
 using namespace driver_detail;
 
+rpc::ValueList Driver::parts_on(int rank) const {
+  rpc::ValueList mine;
+  for (const auto& p : parts_) {
+    if (p.rank == rank) mine.push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
+  }
+  return mine;
+}
+
 int64_t Driver::resume_step() {
   if (!options_.resume && options_.restart_count == 0) return 0;
   const std::string why = options_.restart_count > 0 ? fmt::format("restart {}", options_.restart_count) : "--resume";
@@ -49,10 +57,7 @@ int64_t Driver::resume_step() {
   });
   ranks = job_.roles.trainers;
   for (int w : job_.roles.workers) {
-    rpc::ValueList mine;
-    for (const auto& p : parts_) {
-      if (p.rank == w) mine.push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
-    }
+    rpc::ValueList mine = parts_on(w);
     if (mine.empty()) continue;
     loads.push_back(rpc::rpc_async(worker_name(w), "braid.load_modules",
                                    {Value(rank_state_path(ref->step_dir, w)), rpc::list(std::move(mine))}));
@@ -123,12 +128,8 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
   saves = call_trainers("save", [&](size_t t) { return Args{Value(rank_state_path(dir, job_.roles.trainers[t])), Value(async)}; });
   ranks = job_.roles.trainers;
   for (int w : job_.roles.workers) {
-    rpc::ValueList mine;
-    for (const auto& p : parts_) {
-      if (p.rank == w) mine.push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
-    }
     saves.push_back(rpc::rpc_async(worker_name(w), "braid.save_modules",
-                                   {Value(rank_state_path(dir, w)), rpc::list(std::move(mine)), Value(async)}));
+                                   {Value(rank_state_path(dir, w)), rpc::list(parts_on(w)), Value(async)}));
     ranks.push_back(w);
   }
   wait_all(saves, ranks, async ? "copying its checkpoint state" : "saving its checkpoint");

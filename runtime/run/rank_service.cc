@@ -377,11 +377,7 @@ void register_rank_functions() {
       state.emplace_back(kWorkerGeneratorKey, bytes_tensor(default_generator().save_state()));
       const std::string path = RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.save_modules");
       // (path, parts[, async]): async returns once the state is copied (default: once written).
-      if (a.size() > 2 && a.at(2).as_bool()) {
-        process_checkpoint_writer().submit(path, state);
-      } else {
-        nn::save_state_dict(state, path);
-      }
+      write_checkpoint_file(path, state, a.size() > 2 && a.at(2).as_bool());
       return Value();
     });
     // Whether this rank's asynchronous write of a checkpoint file is done (checkpoint_writer.h): true once,

@@ -277,11 +277,7 @@ void Trainer::save(const std::string& path, bool async) const {
     }
   }
   append_resume_state(resume_parts_, state);
-  if (async) {
-    process_checkpoint_writer().submit(path, state);
-  } else {
-    nn::save_state_dict(state, path);
-  }
+  write_checkpoint_file(path, state, async);
 }
 
 void Trainer::load(const std::string& path, ResumeScope scope) {
