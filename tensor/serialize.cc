@@ -20,7 +20,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "serialize.cc copies element bytes verbatim and so assumes a little-endian host");
 
-constexpr size_t kMaxDims = 64;
+constexpr size_t kMaxDims = kTensorMaxDims;
 constexpr size_t kOffsetVersion = 4;
 constexpr size_t kOffsetDType = 6;
 constexpr size_t kOffsetNdim = 7;
@@ -120,7 +120,7 @@ void serialize_into(const Tensor& t, std::vector<uint8_t>& out) {
   if (h.nbytes() > 0) std::memcpy(out.data() + start + hdr, h.data_ptr(), h.nbytes());
 }
 
-DeserializeResult deserialize_prefix(std::span<const uint8_t> bytes) {
+TensorHeader parse_tensor_header(std::span<const uint8_t> bytes) {
   const size_t avail = bytes.size();
   const uint8_t* p = bytes.data();
   BRAID_CHECK_ARG(avail >= 4,
@@ -178,24 +178,35 @@ DeserializeResult deserialize_prefix(std::span<const uint8_t> bytes) {
   BRAID_CHECK_ARG(payload_len == expected_len,
                   "deserialize: payload length {} does not match shape {} of dtype {} ({} elements * {} bytes = {})",
                   payload_len, shape_str(shape), dtype, numel, es, expected_len);
-  BRAID_CHECK_ARG(payload_len <= avail - hdr,
-                  "deserialize: truncated input: header + payload need {} bytes, only {} available",
-                  static_cast<uint64_t>(hdr) + payload_len, avail);
-  const uint8_t* payload = p + hdr;
-  const size_t n = static_cast<size_t>(payload_len);
-  const uint32_t stored_payload_crc = get_le<uint32_t>(p + kOffsetPayloadCrc);
-  const uint32_t actual_payload_crc = crc32_of(payload, n);
-  BRAID_CHECK_ARG(stored_payload_crc == actual_payload_crc,
-                  "deserialize: payload checksum mismatch (stored 0x{:08x}, computed 0x{:08x}): corrupted data",
-                  stored_payload_crc, actual_payload_crc);
-  if (dtype == DType::Bool) {
-    const auto* bad = std::find_if(payload, payload + n, [](uint8_t b) { return b > 1; });
-    BRAID_CHECK_ARG(bad == payload + n, "deserialize: invalid bool value {} at element {}", *bad, bad - payload);
-  }
+  return {dtype, std::move(shape), hdr, payload_len, get_le<uint32_t>(p + kOffsetPayloadCrc)};
+}
 
-  Tensor out = Tensor::empty(shape, dtype);
-  if (n > 0) std::memcpy(out.data_ptr(), payload, n);
-  return {std::move(out), hdr + n};
+Tensor tensor_from_payload(const TensorHeader& h, std::span<const uint8_t> payload) {
+  BRAID_CHECK_ARG(payload.size() == h.payload_bytes, "deserialize: the payload of a tensor of shape {} is {} bytes, "
+                  "{} given", shape_str(h.shape), h.payload_bytes, payload.size());
+  const uint8_t* data = payload.data();
+  const size_t n = payload.size();
+  const uint32_t actual_payload_crc = crc32_of(data, n);
+  BRAID_CHECK_ARG(h.payload_crc == actual_payload_crc,
+                  "deserialize: payload checksum mismatch (stored 0x{:08x}, computed 0x{:08x}): corrupted data",
+                  h.payload_crc, actual_payload_crc);
+  if (h.dtype == DType::Bool) {
+    const auto* bad = std::find_if(data, data + n, [](uint8_t b) { return b > 1; });
+    BRAID_CHECK_ARG(bad == data + n, "deserialize: invalid bool value {} at element {}", *bad, bad - data);
+  }
+  Tensor out = Tensor::empty(h.shape, h.dtype);
+  if (n > 0) std::memcpy(out.data_ptr(), data, n);
+  return out;
+}
+
+DeserializeResult deserialize_prefix(std::span<const uint8_t> bytes) {
+  const TensorHeader h = parse_tensor_header(bytes);
+  const size_t avail = bytes.size();
+  BRAID_CHECK_ARG(h.payload_bytes <= avail - h.header_bytes,
+                  "deserialize: truncated input: header + payload need {} bytes, only {} available",
+                  static_cast<uint64_t>(h.header_bytes) + h.payload_bytes, avail);
+  const size_t n = static_cast<size_t>(h.payload_bytes);
+  return {tensor_from_payload(h, bytes.subspan(h.header_bytes, n)), h.header_bytes + n};
 }
 
 Tensor deserialize(std::span<const uint8_t> bytes) {

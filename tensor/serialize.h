@@ -28,6 +28,9 @@ namespace braid {
 inline constexpr uint32_t kTensorMagic = 0x4E545242;  // "BRTN" little-endian
 inline constexpr uint16_t kTensorFormatVersion = 1;
 inline constexpr size_t kTensorHeaderFixedBytes = 24;
+inline constexpr size_t kTensorMaxDims = 64;
+// The longest header: fixed part and a shape of kTensorMaxDims sizes.
+inline constexpr size_t kTensorMaxHeaderBytes = kTensorHeaderFixedBytes + 8 * kTensorMaxDims;
 
 // The header for `t` (CPU or CUDA; a CUDA tensor's payload checksum is computed on a host copy).
 std::vector<uint8_t> serialize_header(const Tensor& t);
@@ -35,6 +38,20 @@ std::vector<uint8_t> serialize_header(const Tensor& t);
 std::vector<uint8_t> serialize(const Tensor& t);
 // Appends header + payload to `out` (reusing its capacity).
 void serialize_into(const Tensor& t, std::vector<uint8_t>& out);
+
+// A tensor's header, parsed and checked (magic, version, header checksum, dtype, shape, payload length)
+// without its payload: what a reader needs to find, size or skip the tensor before reading it.
+struct TensorHeader {
+  DType dtype = DType::Float32;
+  Shape shape;
+  size_t header_bytes = 0;    // 24 + 8 * ndim
+  uint64_t payload_bytes = 0;
+  uint32_t payload_crc = 0;   // CRC-32 (zlib) of the payload
+};
+// Parses the header at the front of `bytes` (the payload need not follow).
+TensorHeader parse_tensor_header(std::span<const uint8_t> bytes);
+// The tensor of header `h` from its payload, checked against the header's payload checksum.
+Tensor tensor_from_payload(const TensorHeader& h, std::span<const uint8_t> payload);
 
 struct DeserializeResult {
   Tensor tensor;         // a fresh contiguous CPU tensor

@@ -122,4 +122,31 @@ CheckpointRef read_step_dir(const std::string& step_dir) {
   return ref;
 }
 
+size_t shard_world(const nlohmann::json& fsdp, size_t trainers) {
+  if (!fsdp.is_object() || !fsdp.value("enabled", false)) return 1;
+  const std::string strategy = fsdp.value("sharding_strategy", "full_shard");
+  if (strategy == "no_shard") return 1;
+  if (strategy == "hybrid_shard") return static_cast<size_t>(std::max(1, fsdp.value("shard_group_size", 1)));
+  return trainers;
+}
+
+std::vector<std::string> shard_group_files(const CheckpointRef& ref) {
+  const std::string meta = (fs::path(ref.step_dir) / "meta.json").string();
+  BRAID_CHECK_ARG(ref.meta.contains("roles") && ref.meta.at("roles").contains("trainers") && ref.meta.contains("job"),
+                  "checkpoint: {} names no trainers or no job", meta);
+  const auto trainers = ref.meta.at("roles").at("trainers").get<std::vector<int>>();
+  BRAID_CHECK_ARG(!trainers.empty(), "checkpoint: {} names no trainers", meta);
+  const nlohmann::json& job = ref.meta.at("job");
+  const size_t n = std::min(shard_world(job.value("fsdp", nlohmann::json::object()), trainers.size()), trainers.size());
+  std::vector<std::string> files;
+  for (size_t t = 0; t < n; ++t) {
+    files.push_back(rank_state_path(ref.step_dir, trainers[t]));
+    std::error_code ec;
+    BRAID_CHECK_ARG(fs::is_regular_file(files.back(), ec),
+                    "checkpoint: {} is missing: it holds shard {} of {} of the model saved by trainer {} (rank {}), "
+                    "and no other file has those rows", files.back(), t, n, t, trainers[t]);
+  }
+  return files;
+}
+
 }  // namespace braid::runtime

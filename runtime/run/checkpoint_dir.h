@@ -1,9 +1,10 @@
 // The layout of a job's checkpoints under checkpoint.dir:
 //
 //   <dir>/step-00000012/rank-0.brsd ... rank-<W-1>.brsd   each rank's state (nn::save_state_dict, atomic)
-//   <dir>/step-00000012/meta.json   {"step", "epoch", "data", "world_size", "roles", "job"} ("data": the
-//                                   data cursor, driver.h): written last, so a
-//                                   step directory with meta.json is complete
+//   <dir>/step-00000012/meta.json   {"step", "epoch", "data", "world_size", "roles", "parts", "job"}
+//                                   ("data": the data cursor, driver.h; "parts": the worker rank that
+//                                   saved each remote part): written last, so a step directory with
+//                                   meta.json is complete
 //   <dir>/latest                    "step-00000012\n": the newest complete checkpoint
 //
 // meta.json and latest are written to a temporary file, fsync'ed and renamed over the old one (then the
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,5 +41,14 @@ struct CheckpointRef {
 std::optional<CheckpointRef> read_latest(const std::string& dir);
 // One step directory's checkpoint. InvalidArgument when it has no meta.json or that is not valid JSON.
 CheckpointRef read_step_dir(const std::string& step_dir);
+
+// Over how many trainers one copy of the model's parameters is sharded, by a job's "fsdp" (to_json) and
+// trainer count: the trainer count (full_shard, shard_grad_op), fsdp.shard_group_size (hybrid_shard), or
+// 1 when every trainer holds all of it (no FSDP, no_shard).
+size_t shard_world(const nlohmann::json& fsdp, size_t trainers);
+// The files of one saved shard group of checkpoint `ref`: those of its first shard_world() trainers,
+// which together hold every row of the model and of its optimizer state. InvalidArgument naming the file
+// and what it was for when one is missing.
+std::vector<std::string> shard_group_files(const CheckpointRef& ref);
 
 }  // namespace braid::runtime

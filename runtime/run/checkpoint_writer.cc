@@ -23,7 +23,8 @@ CheckpointWriter::~CheckpointWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CheckpointWriter::submit(const std::string& path, const nn::StateDict& state) {
+void CheckpointWriter::submit(const std::string& path, const nn::StateDict& state,
+                              const std::function<bool(const std::string&)>& later) {
   for (const auto& [name, t] : state) {
     BRAID_CHECK_ARG(t.defined() && !t.is_sparse(), "checkpoint '{}': entry '{}' is {}", path, name,
                     t.defined() ? "a sparse tensor; state dicts hold dense tensors" : "an undefined tensor");
@@ -31,20 +32,31 @@ void CheckpointWriter::submit(const std::string& path, const nn::StateDict& stat
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !job_.has_value(); });  // the buffers are free again
   BRAID_CHECK_ARG(!done_.count(path), "checkpoint '{}': written before and not yet waited for", path);
-  nn::StateDict snapshot;
-  snapshot.reserve(state.size());
+  Job job;
+  job.path = path;
+  job.snapshot.reserve(state.size());
   for (const auto& [name, t] : state) {
     Tensor& buffer = buffers_[name];
     if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
       buffer = empty(t.shape(), TensorOptions(t.dtype(), Device::cpu()));
     }
-    buffer.copy_(t);
-    snapshot.emplace_back(name, buffer);
+    if (later && later(name)) {
+      job.deferred.emplace_back(buffer, t);
+    } else {
+      buffer.copy_(t);
+    }
+    job.snapshot.emplace_back(name, buffer);
   }
-  job_.emplace(path, std::move(snapshot));
+  job.copied = job.deferred.empty();
+  job_.emplace(std::move(job));
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   lock.unlock();
   cv_.notify_all();
+}
+
+void CheckpointWriter::wait_copied() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !job_ || job_->copied; });
 }
 
 void CheckpointWriter::run() {
@@ -54,14 +66,28 @@ void CheckpointWriter::run() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || job_.has_value(); });
     if (!job_) return;  // stopping with nothing queued
-    const std::string path = job_->first;
-    const nn::StateDict& state = job_->second;
+    const std::string path = job_->path;
+    const nn::StateDict& state = job_->snapshot;
+    std::vector<std::pair<Tensor, Tensor>> deferred = std::move(job_->deferred);
     lock.unlock();
     std::exception_ptr error;
     try {
-      nn::save_state_dict(state, path);  // reads the buffers, which nobody writes while job_ is set
+      // The deferred copies first: a trainer waits for them before its optimizer step.
+      for (auto& [buffer, source] : deferred) buffer.copy_(source);
     } catch (...) {
       error = std::current_exception();
+    }
+    deferred.clear();  // the sources may go (a trainer destroyed after its last checkpoint)
+    lock.lock();
+    job_->copied = true;
+    cv_.notify_all();
+    lock.unlock();
+    if (!error) {
+      try {
+        nn::save_state_dict(state, path);  // reads the buffers, which nobody writes while job_ is set
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
     lock.lock();
     done_[path] = error;
@@ -74,7 +100,7 @@ bool CheckpointWriter::written(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = done_.find(path);
   if (it == done_.end()) {
-    BRAID_CHECK_ARG(job_ && job_->first == path, "checkpoint '{}': no write of it is pending on this rank", path);
+    BRAID_CHECK_ARG(job_ && job_->path == path, "checkpoint '{}': no write of it is pending on this rank", path);
     return false;
   }
   const std::exception_ptr error = it->second;
@@ -86,7 +112,7 @@ bool CheckpointWriter::written(const std::string& path) {
 void CheckpointWriter::wait(const std::string& path) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    const bool known = done_.count(path) > 0 || (job_ && job_->first == path);
+    const bool known = done_.count(path) > 0 || (job_ && job_->path == path);
     BRAID_CHECK_ARG(known, "checkpoint '{}': no write of it is pending on this rank", path);
     cv_.wait(lock, [&] { return done_.count(path) > 0; });
   }
@@ -105,9 +131,10 @@ CheckpointWriter& process_checkpoint_writer() {
   return writer;
 }
 
-void write_checkpoint_file(const std::string& path, const nn::StateDict& state, bool async) {
+void write_checkpoint_file(const std::string& path, const nn::StateDict& state, bool async,
+                           const std::function<bool(const std::string&)>& later) {
   if (async) {
-    process_checkpoint_writer().submit(path, state);
+    process_checkpoint_writer().submit(path, state, later);
   } else {
     nn::save_state_dict(state, path);
   }

@@ -6,6 +6,15 @@
 //                        The buffers are kept from one checkpoint to the next (by entry name), so that a
 //                        snapshot touches no fresh page after the first: copying 1 GiB costs a memcpy,
 //                        not 262144 first touches.
+//   submit(path, state, later)
+//                        the same, but the entries `later` accepts are copied by the writer thread, before
+//                        it writes: the caller promises to change none of them until wait_copied() has
+//                        returned. A trainer defers its parameters and optimizer state, which only its
+//                        optimizer step changes, and waits just before that step, so that their copy runs
+//                        while the next step's forward and backward do (what mutates in a forward, such as
+//                        normalization statistics, is copied at once).
+//   wait_copied()        blocks until the deferred entries of the write in flight are copied (at once
+//                        when there are none).
 //   written(path)        whether that write is done (false while it runs), rethrowing its error; the
 //                        driver asks every rank after each step, without blocking anyone.
 //   wait(path)           blocks until that write is done, and rethrows its error.
@@ -22,11 +31,13 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nn/serialize.h"
 
@@ -40,7 +51,9 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // InvalidArgument (nothing queued) for an entry save_state_dict would refuse; `path` is written as is.
-  void submit(const std::string& path, const nn::StateDict& state);
+  void submit(const std::string& path, const nn::StateDict& state,
+              const std::function<bool(const std::string&)>& later = nullptr);
+  void wait_copied();
   // True once `path` is written (and then forgets it), false while it is being written; rethrows the
   // write's error (braid::Error, InvalidArgument). InvalidArgument for a path that was never submitted
   // (or already reported).
@@ -55,7 +68,13 @@ class CheckpointWriter {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Tensor> buffers_;  // GUARDED_BY(mu_) while no write is in flight; by name
-  std::optional<std::pair<std::string, nn::StateDict>> job_;  // GUARDED_BY(mu_): the write in flight
+  struct Job {
+    std::string path;
+    nn::StateDict snapshot;                            // the buffers, in the state's order
+    std::vector<std::pair<Tensor, Tensor>> deferred;   // (buffer, source): the writer thread's copies
+    bool copied = false;
+  };
+  std::optional<Job> job_;  // GUARDED_BY(mu_): the write in flight
   std::map<std::string, std::exception_ptr> done_;  // GUARDED_BY(mu_): finished writes (null: success)
   bool stop_ = false;                               // GUARDED_BY(mu_)
   std::thread thread_;
@@ -64,8 +83,9 @@ class CheckpointWriter {
 // The process's writer (ranks write their checkpoint files through it).
 CheckpointWriter& process_checkpoint_writer();
 
-// A rank's checkpoint file: through the process's writer when `async` (returns once copied), else written
-// here (nn::save_state_dict).
-void write_checkpoint_file(const std::string& path, const nn::StateDict& state, bool async);
+// A rank's checkpoint file: through the process's writer when `async` (returns once copied, but for the
+// entries `later` accepts: CheckpointWriter::submit), else written here (nn::save_state_dict).
+void write_checkpoint_file(const std::string& path, const nn::StateDict& state, bool async,
+                           const std::function<bool(const std::string&)>& later = nullptr);
 
 }  // namespace braid::runtime

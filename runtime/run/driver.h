@@ -72,8 +72,10 @@ class Driver {
   rpc::ValueList parts_on(int rank) const;
   void create_trainers();
   int64_t resume_step();  // the number of steps already done (0 without a checkpoint); sets cursor_
-  // A resume on another world: InvalidArgument naming the checkpoint for what cannot be resized yet.
-  void check_resizable(const std::string& step_dir, int saved_world, size_t saved_trainers) const;
+  // The workers' loads of their remote parts from checkpoint `step_dir`, appended to loads and ranks:
+  // each part from the file of the rank that saved it (meta "parts"), which may be another worker.
+  void load_parts(const std::string& step_dir, const nlohmann::json& meta, std::vector<Future<rpc::Value>>& loads,
+                  std::vector<int>& ranks) const;
 
   // Where the job stands in its data: the epoch, the parts of it run on other trainer counts before a
   // resume (DistributedSampler::set_epoch), and the batch within the current part. A checkpoint's
@@ -85,6 +87,7 @@ class Driver {
   };
   DataCursor read_cursor(const nlohmann::json& meta, int64_t step) const;
   nlohmann::json cursor_json() const;
+  nlohmann::json parts_json() const;  // {part name: worker rank}, for the checkpoint's meta
   int64_t segment_batches();  // batches of the current part of the epoch, per trainer
   StepTotals run_step(int64_t step);  // at cursor_
   void evaluate(int64_t step, int64_t epoch);

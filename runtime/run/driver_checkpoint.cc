@@ -3,8 +3,12 @@
 #include "runtime/run/driver.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <ranges>
 #include <thread>
 
 #include "base/check.h"
@@ -43,51 +47,88 @@ int64_t Driver::resume_step() {
   }
   const int saved_world = ref->meta.at("world_size").get<int>();
   const std::vector<int> saved_trainers = ref->meta.at("roles").at("trainers").get<std::vector<int>>();
-  const bool resized = saved_world != runtime_.world_size() || saved_trainers.size() != job_.roles.trainers.size();
-  if (resized) check_resizable(ref->step_dir, saved_world, saved_trainers.size());
-  const auto saved_n = saved_trainers.size();
+  const size_t saved_n = saved_trainers.size();
+  const size_t n = job_.roles.trainers.size();
+  const bool resized = saved_world != runtime_.world_size() || saved_n != n;
+  // Sharded on either side, and sharded otherwise than saved (another trainer count, another strategy):
+  // every trainer reshards from one saved shard group's files.
+  const nlohmann::json saved_fsdp = ref->meta.at("job").value("fsdp", nlohmann::json::object());
+  const size_t saved_shards = std::min(shard_world(saved_fsdp, saved_n), saved_n);
+  const size_t shards = shard_world(to_json(job_).at("fsdp"), n);
+  const bool reshard = (saved_shards > 1 || shards > 1) && (saved_shards != shards || resized);
+  rpc::ValueList shard_files;
+  if (reshard) {
+    for (const std::string& f : shard_group_files(*ref)) shard_files.emplace_back(f);
+  }
   std::vector<Future<Value>> loads;
   std::vector<int> ranks;
-  // Resized (DDP: every trainer saved the same model and optimizer): trainer t reads saved trainer
-  // t mod N's file, keeps its generator only when that trainer was its own index, and no comm hook state.
-  loads = call_trainers("load", [&](size_t t) {
+  loads = call_trainers(reshard ? "load_resharded" : "load", [&](size_t t) {
+    const std::string replica = rank_state_path(ref->step_dir, saved_trainers[t % saved_n]);
+    if (reshard) return Args{rpc::list(shard_files), Value(replica), Value(t < saved_n)};
     if (!resized) return Args{Value(rank_state_path(ref->step_dir, job_.roles.trainers[t]))};
-    return Args{Value(rank_state_path(ref->step_dir, saved_trainers[t % saved_n])), Value(t < saved_n),
-                Value(saved_n == job_.roles.trainers.size())};
+    // Resized, not sharded (DDP: every trainer saved the same model and optimizer): trainer t reads saved
+    // trainer t mod N's file, keeps its generator only when that trainer was its own index, and no comm
+    // hook state.
+    return Args{Value(replica), Value(t < saved_n), Value(saved_n == n)};
   });
   ranks = job_.roles.trainers;
-  for (int w : job_.roles.workers) {
-    rpc::ValueList mine = parts_on(w);
-    if (mine.empty()) continue;
-    loads.push_back(rpc::rpc_async(worker_name(w), "braid.load_modules",
-                                   {Value(rank_state_path(ref->step_dir, w)), rpc::list(std::move(mine))}));
-    ranks.push_back(w);
-  }
+  load_parts(ref->step_dir, ref->meta, loads, ranks);
   wait_all(loads, ranks, fmt::format("loading the checkpoint {}", ref->step_dir));
   const int64_t step = ref->meta.at("step").get<int64_t>();
   cursor_ = read_cursor(ref->meta, step);
+  // It is this job's newest checkpoint: one asked for at the same step (a job stopped right after its
+  // resume) is this one, not a rewrite of its files by another world.
+  last_checkpoint_step_ = step;
+  last_checkpoint_dir_ = ref->step_dir;
   if (resized) {
     // The epoch goes on with the samples the saved trainers had not reached (DistributedSampler::set_epoch).
-    if (saved_n != job_.roles.trainers.size()) {
+    if (saved_n != n) {
       if (cursor_.batch > 0) cursor_.before.push_back({static_cast<int>(saved_n), cursor_.batch});
       cursor_.batch = 0;
     }
     log()->info("{}: resumed from {} (step {}) on {} trainers; it was saved by {} ({} ranks, now {})", why,
-                ref->step_dir, step, job_.roles.trainers.size(), saved_n, saved_world, runtime_.world_size());
+                ref->step_dir, step, n, saved_n, saved_world, runtime_.world_size());
   } else {
     log()->info("{}: resumed from {} (step {})", why, ref->step_dir, step);
   }
   return step;
 }
 
-void Driver::check_resizable(const std::string& step_dir, int saved_world, size_t saved_trainers) const {
-  const std::string what = fmt::format("--resume: {} was saved by {} ranks ({} trainers), this job has {} ({} trainers)",
-                                       step_dir, saved_world, saved_trainers, runtime_.world_size(),
-                                       job_.roles.trainers.size());
-  BRAID_CHECK_ARG(!job_.fsdp.enabled, "{}: an FSDP checkpoint resumes only on the trainer count that saved it, for now",
-                  what);
-  BRAID_CHECK_ARG(parts_.empty(), "{}: a model with parts on workers ('{}') resumes only on the world that saved it, "
-                  "for now", what, job_.model.kind);
+void Driver::load_parts(const std::string& step_dir, const nlohmann::json& meta, std::vector<Future<Value>>& loads,
+                        std::vector<int>& ranks) const {
+  // Where each part was saved: "parts" in the meta (older checkpoints: on the rank that hosts it now).
+  const bool recorded = meta.contains("parts");
+  std::map<std::string, int> saved_on;
+  if (recorded) saved_on = meta.at("parts").get<std::map<std::string, int>>();
+  for (const auto& p : parts_) {
+    BRAID_CHECK_ARG(!recorded || saved_on.count(p.handle.name) > 0,
+                    "{}: the checkpoint has no remote part '{}' (saved parts: {}; a checkpoint of another model?)",
+                    step_dir, p.handle.name, fmt::join(std::views::keys(saved_on), ", "));
+    if (!recorded) saved_on[p.handle.name] = p.rank;
+  }
+  for (int w : job_.roles.workers) {
+    // This worker's parts, by the rank whose file holds them.
+    std::map<int, rpc::ValueList> by_file;
+    for (const auto& p : parts_) {
+      if (p.rank != w) continue;
+      by_file[saved_on.at(p.handle.name)].push_back(rpc::tuple({Value(p.handle.name), Value(p.handle.module_rref)}));
+    }
+    if (by_file.empty()) continue;
+    // Its generator (dropout in the parts) goes on only where it hosts just what it saved.
+    size_t saved_here = 0;
+    for (const auto& [name, r] : saved_on) saved_here += r == w ? 1 : 0;
+    const bool same_parts =
+        by_file.size() == 1 && by_file.begin()->first == w && by_file.begin()->second.size() == saved_here;
+    for (auto& [saved_rank, mine] : by_file) {
+      if (saved_rank != w) {
+        log()->info("remote parts on {} resume from the file rank {} saved", describe_rank(job_, w), saved_rank);
+      }
+      loads.push_back(rpc::rpc_async(worker_name(w), "braid.load_modules",
+                                     {Value(rank_state_path(step_dir, saved_rank)), rpc::list(std::move(mine)),
+                                      Value(same_parts)}));
+      ranks.push_back(w);
+    }
+  }
 }
 
 Driver::DataCursor Driver::read_cursor(const nlohmann::json& meta, int64_t step) const {
@@ -141,6 +182,7 @@ std::string Driver::save_checkpoint(int64_t step, int64_t epoch) {
                                               {"data", cursor_json()},
                                               {"world_size", runtime_.world_size()},
                                               {"roles", roles},
+                                              {"parts", parts_json()},
                                               {"job", to_json(job_)}},
                                async ? ranks : std::vector<int>{}};
   finish_checkpoint(/*block=*/!async);
@@ -174,6 +216,12 @@ void Driver::finish_checkpoint(bool block) {
     if (!block) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+nlohmann::json Driver::parts_json() const {
+  nlohmann::json parts = nlohmann::json::object();
+  for (const auto& p : parts_) parts[p.handle.name] = p.rank;
+  return parts;
 }
 
 nlohmann::json Driver::cursor_json() const {

@@ -9,7 +9,7 @@
 #include "base/check.h"
 #include "nn/safetensors.h"
 #include "nn/serialize.h"
-#include "parallel/fsdp/sharded_state_dict.h"
+#include "parallel/fsdp/reshard.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/plugin/plugin_loader.h"
 #include "runtime/run/checkpoint_dir.h"
@@ -87,9 +87,10 @@ ExportResult export_checkpoint(const std::string& checkpoint, const std::string&
   BRAID_CHECK_ARG(trainers.is_array() && !trainers.empty(), "braid export: {} names no trainers", where);
   const bool sharded = job.contains("fsdp") && job.at("fsdp").value("enabled", false);
   if (sharded) {
-    std::vector<nn::StateDict> by_rank;
-    for (const json& r : trainers) by_rank.push_back(model_entries(rank_state_path(ref.step_dir, r.get<int>())));
-    parallel::fsdp::load_sharded_state_dicts(*module, by_rank, /*strict=*/true);
+    // One shard group's files hold every row (hybrid_shard's other groups are copies of it).
+    const parallel::fsdp::ShardedFiles files(shard_group_files(ref));
+    parallel::fsdp::load_sharded_files(
+        *module, files, [](const std::string& key) { return "model." + key; }, "model.");
   } else {
     module->load_state_dict(model_entries(rank_state_path(ref.step_dir, trainers.at(0).get<int>())), /*strict=*/true);
   }

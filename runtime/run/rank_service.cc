@@ -15,6 +15,7 @@
 #include "dist_autograd/context.h"
 #include "dist_autograd/hosted_module.h"
 #include "nn/serialize.h"
+#include "nn/state_dict_file.h"
 #include "rpc/api.h"
 #include "runtime/run/checkpoint_writer.h"
 #include "runtime/run/confined_path.h"
@@ -390,21 +391,31 @@ void register_rank_functions() {
     r.add_function("braid.load_modules", [](const Args& a) {
       RankService::instance().touch();
       const std::string path = RankService::instance().checkpoint_file(a.at(0).as_string(), "braid.load_modules");
-      const nn::StateDict state = nn::load_state_dict_file(path);
+      // (path, parts[, generator]): only the named parts' entries are read (the file may hold others,
+      // when the parts moved to other workers since), and the generator only when asked.
+      const nn::StateDictFile file(path);
+      const bool generator = a.size() < 3 || a.at(2).as_bool();
       for (const Value& v : a.at(1).items()) {
         const std::string prefix = v.items().at(0).as_string() + ".";
         nn::StateDict mine;
-        for (const auto& [key, t] : state) {
-          if (key.rfind(prefix, 0) == 0) mine.emplace_back(key.substr(prefix.size()), t);
+        for (const auto& e : file.entries()) {
+          if (e.name.rfind(prefix, 0) == 0) mine.emplace_back(e.name.substr(prefix.size()), file.read(e.name));
         }
-        dist_autograd::local_module(v.items().at(1).as_rref())->load_state_dict(mine, /*strict=*/true);
-      }
-      for (const auto& [key, t] : state) {
-        if (key != kWorkerGeneratorKey) continue;
+        BRAID_CHECK_ARG(!mine.empty(), "{}: no entries of remote part '{}' (a checkpoint of another model?)", path,
+                        v.items().at(0).as_string());
         try {
-          default_generator().restore_state(tensor_bytes(t, key));
+          dist_autograd::local_module(v.items().at(1).as_rref())->load_state_dict(mine, /*strict=*/true);
         } catch (const std::exception& e) {
-          BRAID_THROW(InvalidArgument, "{}: entry '{}': {}", path, key, e.what());
+          BRAID_THROW(InvalidArgument, "{}: remote part '{}': {} (a checkpoint of another model?)", path,
+                      v.items().at(0).as_string(), e.what());
+        }
+      }
+      if (generator && file.find(kWorkerGeneratorKey) != nullptr) {
+        const Tensor t = file.read(kWorkerGeneratorKey);
+        try {
+          default_generator().restore_state(tensor_bytes(t, kWorkerGeneratorKey));
+        } catch (const std::exception& e) {
+          BRAID_THROW(InvalidArgument, "{}: entry '{}': {}", path, kWorkerGeneratorKey, e.what());
         }
       }
       return Value();

@@ -109,12 +109,14 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   optimizer_ = make_local_optimizer(job.optimizer, named_params());
   if (!remote_.empty() && job.optimizer.kind != OptimizerKind::None) {
     std::vector<rpc::RRef> params;
+    std::vector<std::vector<rpc::RRef>> remote_params;
     for (const auto& r : remote_) {
-      auto ps = r->remote_parameters();
-      params.insert(params.end(), ps.begin(), ps.end());
+      remote_params.push_back(r->remote_parameters());
+      params.insert(params.end(), remote_params.back().begin(), remote_params.back().end());
     }
     if (!params.empty()) {
       remote_optimizer_ = std::make_unique<dist_autograd::DistributedOptimizer>(remote_optimizer_options(job.optimizer), params);
+      remote_slots_ = remote_optimizer_slots(parts, remote_params, remote_optimizer_->owners());
     }
   }
 
@@ -189,6 +191,8 @@ Value Trainer::train_step(int64_t step, int64_t epoch, const std::vector<EpochSe
     const Tensor loss = compute_job_loss(job_, output, job_.loss == LossKind::WeightedSum ? full.target : b.target);
     dist_autograd::backward(ctx.id(), {loss});
     const dist_autograd::GradientMap grads = dist_autograd::get_gradients(ctx.id());
+    // A checkpoint's copy of the parameters and optimizer state may still run (checkpoint_writer.h).
+    process_checkpoint_writer().wait_copied();
     if (optimizer_) {
       nn::optim::ParamGrads pg;
       for (const auto& [name, p] : params) {
@@ -258,75 +262,6 @@ Value Trainer::evaluate() {
   return Value(std::move(out));
 }
 
-void Trainer::save(const std::string& path, bool async) const {
-  nn::StateDict state;
-  for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + plain_parameter_name(name), t);
-  if (optimizer_) {
-    for (auto& [name, t] : optimizer_->state_dict().to_flat()) state.emplace_back("optimizer." + name, t);
-  }
-  // The state of this trainer's optimizers of the remote parts lives on their owners: fetched here, so that
-  // it is saved (and restored) with the trainer that drives them. "remote_optimizer.<i>.<key>", i in the
-  // DistributedOptimizer's owner order.
-  if (remote_optimizer_) {
-    const auto& remotes = remote_optimizer_->remote_optimizers();
-    for (size_t i = 0; i < remotes.size(); ++i) {
-      const Value remote = remotes[i].rpc_sync().call("state_dict", {});
-      for (const auto& [key, v] : remote.as_dict().items) {
-        state.emplace_back(fmt::format("remote_optimizer.{}.{}", i, key), v.as_tensor());
-      }
-    }
-  }
-  append_resume_state(resume_parts_, state);
-  write_checkpoint_file(path, state, async);
-}
-
-void Trainer::load(const std::string& path, ResumeScope scope) {
-  const nn::StateDict state = nn::load_state_dict_file(path);
-  nn::StateDict model_state, optim_state;
-  std::map<size_t, rpc::Dict> remote_state;
-  for (const auto& [name, t] : state) {
-    if (name.rfind("model.", 0) == 0) {
-      model_state.emplace_back(name.substr(6), t);
-    } else if (name.rfind("optimizer.", 0) == 0) {
-      optim_state.emplace_back(name.substr(10), t);
-    } else if (is_resume_state_key(name)) {
-      continue;  // restore_resume_state() below
-    } else if (name.rfind("remote_optimizer.", 0) == 0) {
-      const std::string rest = name.substr(17);
-      const size_t dot = rest.find('.');
-      BRAID_CHECK_ARG(dot != std::string::npos, "{}: malformed entry '{}'", path, name);
-      const int64_t index = env::parse_int(rest.substr(0, dot), fmt::format("{}: entry '{}'", path, name));
-      BRAID_CHECK_ARG(index >= 0, "{}: entry '{}' names a negative optimizer index", path, name);
-      remote_state[static_cast<size_t>(index)].set(rest.substr(dot + 1), Value(t));
-    } else {
-      BRAID_THROW(InvalidArgument, "{}: unexpected entry '{}' in a trainer checkpoint", path, name);
-    }
-  }
-  // The model's own names may carry DDP's "module." levels: map them from the plain names.
-  nn::StateDict mine;
-  for (auto& [name, t] : model_->state_dict()) {
-    const std::string plain = plain_parameter_name(name);
-    const auto it = std::find_if(model_state.begin(), model_state.end(), [&](const auto& e) { return e.first == plain; });
-    BRAID_CHECK_ARG(it != model_state.end(), "{}: the checkpoint has no '{}' for trainer {}", path, plain, index_);
-    mine.emplace_back(name, it->second);
-  }
-  try {
-    model_->load_state_dict(mine, /*strict=*/true);
-  } catch (const std::exception& e) {
-    // The model's own message (PyTorch's "size mismatch for ...") does not say which file it read.
-    BRAID_THROW(InvalidArgument, "{}: {} (a checkpoint of another model?)", path, e.what());
-  }
-  if (optimizer_ && !optim_state.empty()) optimizer_->load_state_dict(nn::optim::OptimizerStateDict::from_flat(optim_state));
-  restore_resume_state(resume_parts_, state, path, scope);
-  if (remote_optimizer_) {
-    const auto& remotes = remote_optimizer_->remote_optimizers();
-    for (auto& [i, dict] : remote_state) {
-      BRAID_CHECK_ARG(i < remotes.size(), "{}: remote optimizer {} of {}", path, i, remotes.size());
-      remotes[i].rpc_sync().call("load_state_dict", {Value(std::move(dict))});
-    }
-  }
-}
-
 Value Trainer::parameters() const {
   Dict d;
   for (const auto& [name, p] : named_params()) d.set(name, Value(p.clone()));
@@ -388,6 +323,18 @@ void register_trainer_class(std::function<const JobSpec&()> job_source,
                   ResumeScope scope;
                   if (a.size() > 2) scope = {a.at(1).as_bool(), a.at(2).as_bool()};
                   t.load(RankService::instance().checkpoint_file(a.at(0).as_string(), "Trainer.load"), scope);
+                  return Value();
+                })
+        .method("load_resharded",
+                [](Trainer& t, const Args& a) {
+                  // ([shard paths], replica path, generator): another trainer count or sharding.
+                  std::vector<std::string> shards;
+                  for (const Value& v : a.at(0).items()) {
+                    shards.push_back(RankService::instance().checkpoint_file(v.as_string(), "Trainer.load_resharded"));
+                  }
+                  t.load_resharded(shards,
+                                   RankService::instance().checkpoint_file(a.at(1).as_string(), "Trainer.load_resharded"),
+                                   a.at(2).as_bool());
                   return Value();
                 })
         .method("parameters", [](Trainer& t, const Args&) { return t.parameters(); })

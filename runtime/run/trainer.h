@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,21 @@ struct RemotePartHandle {
   rpc::RRef module_rref;
 };
 
+// Where one remote part's parameters sit among a DistributedOptimizer's: the optimizer of owner `owner`
+// (its index in owners()), parameters [offset, offset + count) of its list. Checkpoints key the remote
+// optimizers' state by part, so that a job resumed with its parts on other workers (and so grouped into
+// other owners' optimizers) finds each part's state.
+struct RemoteOptimizerSlot {
+  std::string part;
+  size_t owner = 0;
+  size_t offset = 0;
+  size_t count = 0;
+};
+// `params[k]`: part k's parameter RRefs, in the order they went to the DistributedOptimizer.
+std::vector<RemoteOptimizerSlot> remote_optimizer_slots(const std::vector<RemotePartHandle>& parts,
+                                                        const std::vector<std::vector<rpc::RRef>>& params,
+                                                        const std::vector<rpc::WorkerInfo>& owners);
+
 rpc::Value encode_parts(const std::vector<RemotePartHandle>& parts);
 std::vector<RemotePartHandle> decode_parts(const rpc::Value& value);
 
@@ -76,6 +92,13 @@ class Trainer {
   // state is copied and written in the background (checkpoint_writer.h): save returns after the copy.
   void save(const std::string& path, bool async) const;
   void load(const std::string& path, ResumeScope scope = {});
+  // Resumes from a checkpoint of another number of trainers or another sharding (FSDP), either way:
+  // `shards` are one saved shard group's files in trainer order (one file when the saved model was not
+  // sharded), of which this trainer reads only the entries that hold its rows (parallel/fsdp/reshard.h);
+  // `replica` is the file of the saved trainer whose per-trainer state (the remote parts' optimizer
+  // state) this one takes: that of its own index, or of its index modulo the saved count, as load() on a
+  // resize; its generator too when `generator`. Comm hooks start afresh.
+  void load_resharded(const std::vector<std::string>& shards, const std::string& replica, bool generator);
   // The model's parameters by name (as dump-grads names them): {name: tensor}.
   rpc::Value parameters() const;
   // Drops the model, wrappers and optimizers (before the job's groups go away).
@@ -83,6 +106,7 @@ class Trainer {
 
  private:
   nn::Module& front();  // what forward goes through: the DDP or FSDP wrapper, or the model
+  void restore_remote_optimizers(const std::map<size_t, rpc::Dict>& by_owner, const std::string& path);
   std::vector<std::pair<std::string, Tensor>> named_params() const;
 
   const JobSpec job_;
@@ -94,6 +118,7 @@ class Trainer {
   std::shared_ptr<parallel::DistributedDataParallel> ddp_;  // ddp.mode outside
   std::unique_ptr<nn::optim::Optimizer> optimizer_;          // null for optimizer.kind none
   std::unique_ptr<dist_autograd::DistributedOptimizer> remote_optimizer_;
+  std::vector<RemoteOptimizerSlot> remote_slots_;  // remote_optimizer_'s parameters, by part
   ResumeParts resume_parts_;  // every DDP and comm hook, for the checkpoint (resume_state.h)
   std::unique_ptr<Dataset> train_;
   std::unique_ptr<Dataset> test_;

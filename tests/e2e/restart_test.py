@@ -20,6 +20,11 @@ Cases:
              first epoch's samples are each read once across the three runs (docs/RUNTIME.md's rule);
              then a checkpoint file cut in half, and one with a byte flipped: the resume fails naming the
              file and the damage, and changes no file
+  reshard    an FSDP job (Adam) resumed from sharded checkpoints on 4 -> 2 -> 3 trainers, then as DDP,
+             as hybrid_shard and as full_shard again: every trainer reshards, reading only the saved files
+             that hold its rows; then a shard's file missing: the resume fails naming it
+  parts      the hybrid job's remote parts moved from workers 2 and 3 to worker 2 alone, then swapped:
+             their state follows them, and the moved run's tensors are bit-identical to an unmoved run's
 
 Every subprocess has a timeout; a case prints what it checked and exits non-zero on the first failure."""
 import hashlib
@@ -258,10 +263,153 @@ def case_resize(braid, tmp):
         f.write(good)
 
 
+RESHARD_JOB = """\
+name: restart-reshard
+backend: gloo
+rpc: {transport: tcp, timeout_s: 30}
+roles: {trainers: [0, 1, 2, 3]}
+model: {kind: mlp, args: {in: 16, hidden: [32, 24], out: 4}, init_seed: 2}
+data: {kind: synthetic, num_samples: 240, num_features: 16, num_classes: 4, seed: 4}
+optimizer: {kind: adam, lr: 0.01}
+ddp: {mode: none}
+fsdp: {enabled: true, sharding_strategy: full_shard, wrap: ["0", "2", "4"]}
+train: {batch_size: 5, seed: 9}
+log: {level: info, interval: 1}
+failure: {timeout_s: 10, heartbeat_s: 1}
+"""
+
+
+def resharded_lines(r):
+    return re.findall(r"trainer (\d+): resharded from (\d+) of (\d+) saved files", r.stderr)
+
+
+def case_reshard(braid, tmp):
+    """An FSDP job (Adam) resumed from sharded checkpoints on 4 -> 2 -> 3 trainers, then as DDP on 2, then
+    as hybrid_shard on 4 (shard groups of 2), then full_shard on 2 again: each resume reshards, each
+    trainer reading only the saved files that hold its rows; then a checkpoint missing a shard's file."""
+    job = os.path.join(tmp, "job.yaml")
+    with open(job, "w") as f:
+        f.write(RESHARD_JOB)
+    ckpt = os.path.join(tmp, "ckpt")
+    trace = {"BRAID_TRACE_DIR": os.path.join(tmp, "trace")}
+    ddp = ["--set", "fsdp.enabled=false", "--set", "ddp.mode=outside"]
+    hybrid = ["--set", "fsdp.sharding_strategy=hybrid_shard", "--set", "fsdp.shard_group_size=2"]
+    # (trainers, --steps, extra args, the resharded lines' (files read, of saved files) per trainer)
+    runs = [(4, 3, [], None),
+            (2, 5, [], [(2, 4), (2, 4)]),    # rows 32/24/4 saved in quarters: each half reads two quarters
+            (3, 7, [], [(1, 2), (2, 2), (1, 2)]),  # thirds of halves: the middle trainer needs both files
+            (2, 9, ddp, [(3, 3), (3, 3)]),   # DDP holds every row: all three shards
+            (4, 11, hybrid, [(1, 1)] * 4),   # from DDP's copies: trainer 0's file alone
+            (2, 13, [], [(1, 2), (1, 2)])]   # from hybrid: one shard group's halves, not their copies
+    for i, (n, steps, extra, reads) in enumerate(runs):
+        trainers = "[" + ", ".join(str(t) for t in range(n)) + "]"
+        args = [job, "--steps", str(steps), "--set", f"roles.trainers={trainers}", "--set", f"checkpoint.dir={ckpt}"]
+        r = run(launch(braid, n, [], args + extra + (["--resume"] if i else [])), trace)
+        what = f"{n} trainers{' ' + extra[1] if extra else ''}"
+        expect(f"{what}: the run ends at step {steps}", r.returncode == 0 and f"done: {steps} steps" in r.stdout, r)
+        if not i:
+            continue
+        lines = resharded_lines(r)
+        expect(f"{what}: every trainer resharded ({lines})", sorted(int(t) for t, _, _ in lines) == list(range(n)), r)
+        if reads is not None:
+            got = [(int(k), int(m)) for _, k, m in sorted(lines, key=lambda l: int(l[0]))]
+            expect(f"{what}: each trainer read only the saved files that hold its rows: {got}", got == reads, r)
+    r = run([braid, "export", ckpt, "-o", os.path.join(tmp, "final.safetensors")], timeout=60)
+    expect("braid export reads the last sharded checkpoint", r.returncode == 0, r)
+
+    # A shard's file missing: the resume stops before training, naming the file, and changes nothing.
+    with open(os.path.join(ckpt, "latest")) as f:
+        step_dir = os.path.join(ckpt, f.read().strip())
+    os.rename(os.path.join(step_dir, "rank-1.brsd"), os.path.join(tmp, "rank-1.brsd"))
+    before = sorted(os.listdir(step_dir))
+    r = run(launch(braid, 3, [], [job, "--steps", "15", "--set", "roles.trainers=[0, 1, 2]", "--set",
+                                  f"checkpoint.dir={ckpt}", "--resume"]), trace)
+    expect("a shard's file missing: the resume fails naming it, nothing trained or changed",
+           r.returncode != 0 and "rank-1.brsd is missing: it holds shard 1 of 2" in r.stderr
+           and "done:" not in r.stdout and sorted(os.listdir(step_dir)) == before, r)
+
+
+def brsd_entries(path):
+    """A state-dict file's entries (nn/serialize.h's format): name -> (dtype, shape, payload bytes)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"BRSD":
+        fail(f"{path} is not a state-dict file")
+    (count,) = struct.unpack_from("<Q", data, 8)
+    at, out = 16, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from("<I", data, at)
+        name = data[at + 4:at + 4 + n].decode()
+        at += 4 + n
+        dtype, nd = data[at + 6], data[at + 7]
+        (length,) = struct.unpack_from("<Q", data, at + 8)
+        shape = struct.unpack_from(f"<{nd}q", data, at + 24)
+        header = 24 + 8 * nd
+        out[name] = (dtype, shape, data[at + header:at + header + length])
+        at += header + length
+    return out
+
+
+def checkpoint_state(ckpt):
+    """Every entry of the latest checkpoint's files, by file role: the trainers' by file, the remote parts'
+    merged over whichever workers saved them."""
+    with open(os.path.join(ckpt, "latest")) as f:
+        step_dir = os.path.join(ckpt, f.read().strip())
+    with open(os.path.join(step_dir, "meta.json")) as f:
+        meta = json.load(f)
+    state = {}
+    for t in meta["roles"]["trainers"]:
+        state[f"trainer {t}"] = brsd_entries(os.path.join(step_dir, f"rank-{t}.brsd"))
+    parts = {}
+    for w in meta["roles"]["workers"]:
+        parts.update({k: v for k, v in brsd_entries(os.path.join(step_dir, f"rank-{w}.brsd")).items()
+                      if k != "@generator"})
+    state["parts"] = parts
+    return state, meta
+
+
+def case_parts(braid, tmp):
+    """The hybrid job's remote parts (em, net) on workers 2 and 3, resumed with both on worker 2, then with
+    them swapped (em on 3, net on 2): each part's state (and its optimizer's) follows it, and the run that
+    moved ends with every tensor bit-identical to one that never did (SGD with momentum: the remote
+    optimizers' buffers too)."""
+    trace = {"BRAID_TRACE_DIR": os.path.join(tmp, "trace")}
+    two = ["--set", "roles.workers=[2, 3]", "--set", "roles.master=4"]
+    one = ["--set", "roles.workers=[2]", "--set", "roles.master=3"]
+    swapped = ["--set", "roles.workers=[3, 2]", "--set", "roles.master=4"]
+    # Momentum: the remote optimizers keep a buffer per parameter, which must follow its part.
+    base = lambda ckpt, steps: [FAULTS_JOB, "--steps", str(steps), "--set", f"checkpoint.dir={ckpt}", "--set",
+                                "optimizer.momentum=0.9"]
+    stay, move = os.path.join(tmp, "stay"), os.path.join(tmp, "move")
+    for label, ckpt, second in (("parts stay on workers 2 and 3", stay, (5, two)),
+                                ("parts move to worker 2", move, (4, one))):
+        r = run(launch(braid, 5, [], base(ckpt, 3) + two), trace)
+        expect(f"{label}: the first run ends at step 3", r.returncode == 0 and "done: 3 steps" in r.stdout, r)
+        n, roles = second
+        r = run(launch(braid, n, [], base(ckpt, 6) + roles + ["--resume"]), trace)
+        expect(f"{label}: the resumed run ends at step 6", r.returncode == 0 and "done: 6 steps" in r.stdout, r)
+        if ckpt == move:
+            expect("the moved parts resume from the file of the worker that saved them",
+                   "remote parts on rank 2 (worker) resume from the file rank 3 saved" in r.stderr, r)
+    a, _ = checkpoint_state(stay)
+    b, meta = checkpoint_state(move)
+    expect(f"the moved run saved its parts on worker 2 ({meta['parts']})", meta["parts"] == {"em": 2, "net": 2})
+    expect(f"the moved run's {sum(len(v) for v in b.values())} tensors (trainers, remote optimizers, parts) are "
+           "bit-identical to the unmoved run's", a == b)
+    r = run(launch(braid, 5, [], base(move, 8) + swapped + ["--resume"]), trace)
+    expect("swapped (em on rank 3, net on rank 2): the run resumes and ends at step 8",
+           r.returncode == 0 and "done: 8 steps" in r.stdout
+           and "remote parts on rank 3 (worker) resume from the file rank 2 saved" in r.stderr, r)
+    _, meta = checkpoint_state(move)
+    expect(f"and saves them where they are now ({meta['parts']})", meta["parts"] == {"em": 3, "net": 2})
+
+
 def main():
     braid, case = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix=f"braid-restart-{case}-") as tmp:
-        {"restart": case_restart, "identical": case_identical, "resize": case_resize}[case](braid, tmp)
+        cases = {"restart": case_restart, "identical": case_identical, "resize": case_resize, "reshard": case_reshard,
+                 "parts": case_parts}
+        cases[case](braid, tmp)
 
 
 if __name__ == "__main__":

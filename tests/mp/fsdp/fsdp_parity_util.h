@@ -2,7 +2,11 @@
 // gathered full parameters, and the training-parity check itself (check_training_parity).
 #pragma once
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +20,7 @@
 #include "tests/mp/support/mp_test.h"
 
 #include "collectives/core/process_group.h"
+#include "collectives/registry/group_registry.h"
 #include "nn/module.h"
 #include "parallel/fsdp/fsdp_unit.h"
 #include "parallel/fsdp/unit_registry.h"
@@ -140,6 +145,42 @@ inline void check_training_parity(MpFixture& f, const ParitySetup& s) {
       }
     });
   }
+}
+
+// Shard groups of `s` consecutive ranks and replicate groups of the ranks with the same index in theirs;
+// every rank creates every group in the same order and keeps its own.
+struct HybridGroups {
+  std::shared_ptr<ProcessGroup> shard, replicate;
+  int shard_size;
+};
+inline HybridGroups hybrid_groups(int rank, int ws) {
+  HybridGroups g;
+  g.shard_size = ws % 2 == 0 ? ws / 2 : ws;
+  const int replicas = ws / g.shard_size;
+  for (int k = 0; k < replicas; ++k) {
+    std::vector<int> ranks;
+    for (int i = 0; i < g.shard_size; ++i) ranks.push_back(k * g.shard_size + i);
+    auto group = collectives::new_group(ranks);
+    if (rank / g.shard_size == k) g.shard = group;
+  }
+  for (int j = 0; j < g.shard_size; ++j) {
+    std::vector<int> ranks;
+    for (int k = 0; k < replicas; ++k) ranks.push_back(k * g.shard_size + j);
+    auto group = collectives::new_group(ranks);
+    if (rank % g.shard_size == j) g.replicate = group;
+  }
+  return g;
+}
+
+// A scratch directory every rank of the default group names alike (rank 0's pid, shared through an
+// allreduce), made; each test removes it at its end.
+inline std::filesystem::path shared_temp_dir(const std::string& tag, int rank) {
+  Tensor pid = ints({rank == 0 ? static_cast<int64_t>(::getpid()) : 0});
+  TensorList list{pid};
+  collectives::default_group()->allreduce(list)->wait();
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("braid_{}_{}", tag, pid.item<int64_t>());
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace braid::mp

@@ -28,35 +28,6 @@ using namespace braid::mp;
 namespace fsdp = braid::parallel::fsdp;
 namespace coll = braid::collectives;
 
-namespace {
-
-// Shard groups of `s` consecutive ranks and replicate groups of the ranks with the same index in theirs;
-// every rank creates every group in the same order and keeps its own.
-struct HybridGroups {
-  std::shared_ptr<ProcessGroup> shard, replicate;
-  int shard_size;
-};
-HybridGroups hybrid_groups(int rank, int ws) {
-  HybridGroups g;
-  g.shard_size = ws % 2 == 0 ? ws / 2 : ws;
-  const int replicas = ws / g.shard_size;
-  for (int k = 0; k < replicas; ++k) {
-    std::vector<int> ranks;
-    for (int i = 0; i < g.shard_size; ++i) ranks.push_back(k * g.shard_size + i);
-    auto group = coll::new_group(ranks);
-    if (rank / g.shard_size == k) g.shard = group;
-  }
-  for (int j = 0; j < g.shard_size; ++j) {
-    std::vector<int> ranks;
-    for (int k = 0; k < replicas; ++k) ranks.push_back(k * g.shard_size + j);
-    auto group = coll::new_group(ranks);
-    if (rank % g.shard_size == j) g.replicate = group;
-  }
-  return g;
-}
-
-}  // namespace
-
 TEST_CASE_METHOD(MpFixture, "fsdp: SummonFullParams shows full parameters and writes edits back", "[fsdp]") {
   const int ws = size(), r = rank();
   auto reference = make_mlp(11);
@@ -184,12 +155,7 @@ TEST_CASE_METHOD(MpFixture, "fsdp: sharded state dicts saved on N ranks load on 
   auto sharded = make_narrow_mlp(31);
   fsdp::apply_fully_shard(*sharded, coll::default_group(), {}, fsdp::module_type_policy({"Linear"}));
 
-  // One directory per job: rank 0's pid, shared through an allreduce.
-  Tensor pid = ints({r == 0 ? static_cast<int64_t>(getpid()) : 0});
-  TensorList list{pid};
-  coll::default_group()->allreduce(list)->wait();
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("braid_fsdp_ckpt_{}", pid.item<int64_t>());
-  std::filesystem::create_directories(dir);
+  const auto dir = shared_temp_dir("fsdp_ckpt", r);
   auto file = [&](int k) { return (dir / fmt::format("rank{}.brsd", k)).string(); };
   nn::save_state_dict(sharded->state_dict(), file(r));  // this rank's shards
   coll::default_group()->barrier()->wait();

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,19 @@
 #include "tests/support/temp_dir.h"
 
 namespace braid::nn::testing {
+
+// Files as bytes: what the tests of the file formats cut, flip and write back.
+using Bytes = std::vector<uint8_t>;
+
+inline Bytes read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void write_bytes(const std::string& path, const Bytes& b) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
 
 // Overwrites a parameter's values in place (under no-grad, as an optimizer would), keeping the handle.
 inline void set_values(const Tensor& t, const std::vector<double>& values) {

@@ -17,20 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/tensor.h"
+#include "tests/unit/nn/nn_test_util.h"
 
 namespace braid::nn::testing {
-
-using Bytes = std::vector<uint8_t>;
-
-inline Bytes read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-inline void write_bytes(const std::string& path, const Bytes& b) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
 
 inline void put_u64(Bytes& b, uint64_t v) {
   for (size_t i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));

@@ -72,6 +72,27 @@ TEST_CASE("run: the checkpoint writer copies the state at submit and writes it i
   CHECK_THROWS_WITH(writer.submit(first, {{"w", Tensor()}}), Contains("'w' is an undefined tensor"));
 }
 
+TEST_CASE("run: the checkpoint writer copies deferred entries before the wait for them returns", "[runtime][run]") {
+  TempDir tmp;
+  const std::string path = (tmp.path() / "a.brsd").string();
+  Tensor param = from_vector(std::vector<float>{1, 2, 3});
+  Tensor stat = from_vector(std::vector<float>{4, 5});
+  CheckpointWriter writer;
+  writer.wait_copied();  // nothing in flight: at once
+  // The parameter waits for the writer thread; the statistic is copied before submit returns.
+  writer.submit(path, {{"param", param}, {"stat", stat}}, [](const std::string& name) { return name == "param"; });
+  stat.fill_(0.0);  // a forward changes the statistic at once
+  writer.wait_copied();  // what a trainer does before its optimizer step
+  param.fill_(0.0);  // the optimizer step
+  writer.wait(path);
+  const nn::StateDict saved = nn::load_state_dict_file(path);
+  REQUIRE(saved.size() == 2);
+  CHECK(saved[0].first == "param");  // the state's order
+  CHECK(to_vector<float>(saved[0].second) == std::vector<float>{1, 2, 3});
+  CHECK(to_vector<float>(saved[1].second) == std::vector<float>{4, 5});
+  writer.wait_copied();  // done: at once
+}
+
 TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
   TempDir tmp;
   const std::string dir = (tmp.path() / "ckpt").string();
@@ -95,6 +116,23 @@ TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
   fs::create_directories(fs::path(dir) / "step-00000012");
   write_file_atomically((fs::path(dir) / "latest").string(), "step-00000012\n");
   CHECK_THROWS_WITH(read_latest(dir), Contains("step-00000012") && Contains("not a complete checkpoint"));
+}
+
+TEST_CASE("run: the files of one shard group of a checkpoint", "[runtime][run]") {
+  TempDir tmp;
+  const std::string step = make_step_dir(tmp.path().string(), 3);
+  for (int r : {0, 1, 2, 3}) nn::save_state_dict({{"model.w", from_vector(std::vector<float>{1})}}, rank_state_path(step, r));
+  auto ref = [&](nlohmann::json fsdp) {
+    return CheckpointRef{step, {{"roles", {{"trainers", {0, 1, 2, 3}}}}, {"job", {{"fsdp", fsdp}}}}};
+  };
+  CHECK(shard_group_files(ref({{"enabled", false}})) == std::vector<std::string>{rank_state_path(step, 0)});
+  CHECK(shard_group_files(ref({{"enabled", true}, {"sharding_strategy", "no_shard"}})).size() == 1);
+  CHECK(shard_group_files(ref({{"enabled", true}, {"sharding_strategy", "full_shard"}})).size() == 4);
+  const nlohmann::json hybrid{{"enabled", true}, {"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}};
+  CHECK(shard_group_files(ref(hybrid)) == std::vector<std::string>{rank_state_path(step, 0), rank_state_path(step, 1)});
+  fs::remove(rank_state_path(step, 1));
+  CHECK_THROWS_WITH(shard_group_files(ref(hybrid)), Contains("rank-1.brsd is missing: it holds shard 1 of 2"));
+  CHECK(shard_group_files(ref({{"enabled", false}})).size() == 1);  // copies: trainer 0's file is enough
 }
 
 TEST_CASE("run: durations, counts and the metrics record", "[runtime][run]") {
