@@ -26,6 +26,16 @@ braid_resolve_option(GLOO "${Gloo_FOUND}" "Gloo (CMake package 'Gloo', libgloo-d
 pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
 braid_resolve_option(UCX "${UCX_FOUND}" "UCX (pkg-config 'ucx', libucx-dev)")
 
+# --- Intel ISA-L (Debian's libisal-dev): CRC-32 with carry-less multiplication for the checksums of
+# checkpoint files and of tensors on the wire (base/crc32.h); zlib's slower crc32 without it.
+find_path(ISAL_INCLUDE_DIR isa-l/crc.h)
+find_library(ISAL_LIBRARY isal)
+set(_isal_found FALSE)
+if(ISAL_INCLUDE_DIR AND ISAL_LIBRARY)
+  set(_isal_found TRUE)
+endif()
+braid_resolve_option(ISAL "${_isal_found}" "Intel ISA-L (isa-l/crc.h and libisal, libisal-dev)")
+
 # --- CUDA toolkit and NCCL in BRAID_CUDA_HOME
 set(_cuda_found FALSE)
 if(NOT BRAID_WITH_CUDA STREQUAL "OFF" AND EXISTS "${BRAID_CUDA_HOME}/bin/nvcc")
@@ -89,6 +99,7 @@ function(braid_print_summary)
   message(STATUS "  NCCL              ${BRAID_HAVE_NCCL} (option ${BRAID_WITH_NCCL})")
   message(STATUS "  UCX               ${BRAID_HAVE_UCX} (option ${BRAID_WITH_UCX})")
   message(STATUS "  Gloo              ${BRAID_HAVE_GLOO} (option ${BRAID_WITH_GLOO})")
+  message(STATUS "  ISA-L (CRC-32)    ${BRAID_HAVE_ISAL} (option ${BRAID_WITH_ISAL})")
   message(STATUS "  MPI               ${MPI_C_LIBRARY_VERSION_STRING}")
   message(STATUS "  BLAS              OpenBLAS ${BRAID_BLAS_VERSION}")
   message(STATUS "")

@@ -1,6 +1,6 @@
 # Feature options. Each BRAID_WITH_* takes AUTO (on when found), ON (found or a configure error) or OFF.
 set(_braid_tristate AUTO ON OFF)
-foreach(_opt CUDA NCCL UCX GLOO)
+foreach(_opt CUDA NCCL UCX GLOO ISAL)
   set(BRAID_WITH_${_opt} AUTO CACHE STRING "Build with ${_opt}: AUTO, ON or OFF")
   set_property(CACHE BRAID_WITH_${_opt} PROPERTY STRINGS ${_braid_tristate})
   if(NOT BRAID_WITH_${_opt} IN_LIST _braid_tristate)

@@ -17,11 +17,19 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string op) : path_(std::move(path)), op_(std::move(op)) {
+AtomicFile::AtomicFile(std::string path, std::string op, bool direct) : path_(std::move(path)), op_(std::move(op)) {
   // pid + counter: concurrent saves to one path, from threads or processes, never share a temporary.
   static std::atomic<uint64_t> counter{0};
   tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  if (direct) {
+    fd_ = ::open(tmp_.c_str(), flags | O_DIRECT, 0644);
+    direct_ = fd_ >= 0;
+    if (fd_ < 0 && errno != EINVAL) {
+      BRAID_THROW(InvalidArgument, "{}('{}'): cannot create temporary file '{}': {}", op_, path_, tmp_, errno_text());
+    }
+  }
+  if (fd_ < 0) fd_ = ::open(tmp_.c_str(), flags, 0644);  // a filesystem without O_DIRECT (tmpfs)
   BRAID_CHECK_ARG(fd_ >= 0, "{}('{}'): cannot create temporary file '{}': {}", op_, path_, tmp_, errno_text());
 }
 
@@ -35,9 +43,22 @@ void AtomicFile::write(const void* data, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL && direct_) {
+      // The filesystem wants another alignment: the rest goes through the page cache.
+      if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_DIRECT) == 0) {
+        direct_ = false;
+        continue;
+      }
+    }
     if (w < 0) BRAID_THROW(Error, "{}('{}'): writing '{}' failed: {}", op_, path_, tmp_, errno_text());
     p += w;
     n -= static_cast<size_t>(w);
+  }
+}
+
+void AtomicFile::truncate(uint64_t size) {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    BRAID_THROW(Error, "{}('{}'): cutting '{}' to {} bytes failed: {}", op_, path_, tmp_, size, errno_text());
   }
 }
 

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/crc32.h"
 #include "base/fault_injection.h"
 #include "nn/atomic_file.h"
 #include "tensor/serialize.h"
@@ -36,18 +36,6 @@ T get_le(const uint8_t* p) {
   uint64_t v = 0;
   for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return static_cast<T>(v);
-}
-
-// zlib's crc32 takes a uInt length; feed large buffers in chunks.
-uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t n) {
-  uLong c = crc;
-  while (n > 0) {
-    const size_t len = n < (1u << 30) ? n : (1u << 30);
-    c = ::crc32(c, data, static_cast<uInt>(len));
-    data += len;
-    n -= len;
-  }
-  return static_cast<uint32_t>(c);
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -114,7 +102,7 @@ void save_state_dict(const StateDict& state, const std::string& path) {
       // The header holds the payload's CRC already: the file's running CRC takes it by combination
       // instead of a second pass over the bytes (half the checksum work of a large checkpoint).
       const uint32_t payload_crc = parse_tensor_header(header).payload_crc;
-      crc = static_cast<uint32_t>(::crc32_combine(crc, payload_crc, static_cast<z_off_t>(host.nbytes())));
+      crc = crc32_concat(crc, payload_crc, host.nbytes());
       file.write(host.data_ptr(), host.nbytes());
     }
   }

@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev
   libyaml-cpp-dev
   libssl-dev
+  libisal-dev
 )
 
 missing=()

@@ -5,14 +5,13 @@
 // field), dtype, shape, payload length, payload truncation, payload CRC, and finally bool payload values.
 #include "tensor/serialize.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
 
 #include "base/check.h"
+#include "base/crc32.h"
 
 namespace braid {
 namespace {
@@ -28,22 +27,7 @@ constexpr size_t kOffsetPayloadLen = 8;
 constexpr size_t kOffsetPayloadCrc = 16;
 constexpr size_t kOffsetHeaderCrc = 20;
 
-// zlib's crc32 takes a uInt length; feed large buffers in chunks.
-uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t n) {
-  uLong c = crc;
-  constexpr size_t kChunk = size_t{1} << 30;
-  while (n > 0) {
-    const size_t len = std::min(n, kChunk);
-    c = ::crc32(c, data, static_cast<uInt>(len));
-    data += len;
-    n -= len;
-  }
-  return static_cast<uint32_t>(c);
-}
-
-uint32_t crc32_of(const uint8_t* data, size_t n) {
-  return crc32_update(static_cast<uint32_t>(::crc32(0L, Z_NULL, 0)), data, n);
-}
+uint32_t crc32_of(const uint8_t* data, size_t n) { return crc32_update(0, data, n); }
 
 template <class T>
 void put_le(uint8_t* out, T value) {
@@ -75,18 +59,26 @@ Tensor host_contiguous(const Tensor& t, const char* op) {
   return t.cpu().contiguous();
 }
 
-// Writes the header for contiguous host tensor `h` into out[0, 24 + 8*ndim).
-void write_header(const Tensor& h, uint8_t* out) {
-  const size_t nd = static_cast<size_t>(h.dim());
-  const auto* payload = static_cast<const uint8_t*>(h.data_ptr());
+}  // namespace
+
+void write_tensor_header(DType dtype, const Shape& shape, uint64_t payload_bytes, uint32_t payload_crc, uint8_t* out) {
+  const size_t nd = shape.size();
   put_le<uint32_t>(out, kTensorMagic);
   put_le<uint16_t>(out + kOffsetVersion, kTensorFormatVersion);
-  out[kOffsetDType] = static_cast<uint8_t>(h.dtype());
+  out[kOffsetDType] = static_cast<uint8_t>(dtype);
   out[kOffsetNdim] = static_cast<uint8_t>(nd);
-  put_le<uint64_t>(out + kOffsetPayloadLen, static_cast<uint64_t>(h.nbytes()));
-  put_le<uint32_t>(out + kOffsetPayloadCrc, crc32_of(payload, h.nbytes()));
-  for (size_t i = 0; i < nd; ++i) put_le<int64_t>(out + kTensorHeaderFixedBytes + 8 * i, h.shape()[i]);
+  put_le<uint64_t>(out + kOffsetPayloadLen, payload_bytes);
+  put_le<uint32_t>(out + kOffsetPayloadCrc, payload_crc);
+  for (size_t i = 0; i < nd; ++i) put_le<int64_t>(out + kTensorHeaderFixedBytes + 8 * i, shape[i]);
   put_le<uint32_t>(out + kOffsetHeaderCrc, header_crc(out, nd));
+}
+
+namespace {
+
+// Writes the header for contiguous host tensor `h` into out[0, 24 + 8*ndim).
+void write_header(const Tensor& h, uint8_t* out) {
+  const auto* payload = static_cast<const uint8_t*>(h.data_ptr());
+  write_tensor_header(h.dtype(), h.shape(), static_cast<uint64_t>(h.nbytes()), crc32_of(payload, h.nbytes()), out);
 }
 
 size_t header_bytes(size_t ndim) { return kTensorHeaderFixedBytes + 8 * ndim; }

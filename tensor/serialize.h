@@ -48,6 +48,11 @@ struct TensorHeader {
   uint64_t payload_bytes = 0;
   uint32_t payload_crc = 0;   // CRC-32 (zlib) of the payload
 };
+// Bytes of the header of a tensor of `ndim` dimensions.
+constexpr size_t tensor_header_bytes(size_t ndim) { return kTensorHeaderFixedBytes + 8 * ndim; }
+// Writes the header of a tensor of `dtype` and `shape` whose payload (`payload_bytes`, CRC-32
+// `payload_crc`) is elsewhere: into out[0, tensor_header_bytes(shape.size())).
+void write_tensor_header(DType dtype, const Shape& shape, uint64_t payload_bytes, uint32_t payload_crc, uint8_t* out);
 // Parses the header at the front of `bytes` (the payload need not follow).
 TensorHeader parse_tensor_header(std::span<const uint8_t> bytes);
 // The tensor of header `h` from its payload, checked against the header's payload checksum.

@@ -6,7 +6,6 @@
 
 #include "base/check.h"
 #include "base/logging.h"
-#include "tensor/factory.h"
 
 namespace braid::runtime {
 
@@ -25,27 +24,18 @@ CheckpointWriter::~CheckpointWriter() {
 
 void CheckpointWriter::submit(const std::string& path, const nn::StateDict& state,
                               const std::function<bool(const std::string&)>& later) {
-  for (const auto& [name, t] : state) {
-    BRAID_CHECK_ARG(t.defined() && !t.is_sparse(), "checkpoint '{}': entry '{}' is {}", path, name,
-                    t.defined() ? "a sparse tensor; state dicts hold dense tensors" : "an undefined tensor");
-  }
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !job_.has_value(); });  // the buffers are free again
+  cv_.wait(lock, [&] { return !job_.has_value(); });  // the image is free again
   BRAID_CHECK_ARG(!done_.count(path), "checkpoint '{}': written before and not yet waited for", path);
+  image_.layout(state, path);  // validates every entry first: nothing is queued for a bad one
   Job job;
   job.path = path;
-  job.snapshot.reserve(state.size());
-  for (const auto& [name, t] : state) {
-    Tensor& buffer = buffers_[name];
-    if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
-      buffer = empty(t.shape(), TensorOptions(t.dtype(), Device::cpu()));
-    }
-    if (later && later(name)) {
-      job.deferred.emplace_back(buffer, t);
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (later && later(state[i].first)) {
+      job.deferred.emplace_back(i, state[i].second);
     } else {
-      buffer.copy_(t);
+      image_.fill(i, state[i].second);
     }
-    job.snapshot.emplace_back(name, buffer);
   }
   job.copied = job.deferred.empty();
   job_.emplace(std::move(job));
@@ -67,13 +57,12 @@ void CheckpointWriter::run() {
     cv_.wait(lock, [&] { return stop_ || job_.has_value(); });
     if (!job_) return;  // stopping with nothing queued
     const std::string path = job_->path;
-    const nn::StateDict& state = job_->snapshot;
-    std::vector<std::pair<Tensor, Tensor>> deferred = std::move(job_->deferred);
+    std::vector<std::pair<size_t, Tensor>> deferred = std::move(job_->deferred);
     lock.unlock();
     std::exception_ptr error;
     try {
       // The deferred copies first: a trainer waits for them before its optimizer step.
-      for (auto& [buffer, source] : deferred) buffer.copy_(source);
+      for (const auto& [i, source] : deferred) image_.fill(i, source);
     } catch (...) {
       error = std::current_exception();
     }
@@ -84,7 +73,9 @@ void CheckpointWriter::run() {
     lock.unlock();
     if (!error) {
       try {
-        nn::save_state_dict(state, path);  // reads the buffers, which nobody writes while job_ is set
+        // The image is this thread's while job_ is set: nobody else touches it.
+        image_.seal();
+        image_.write(path);
       } catch (...) {
         error = std::current_exception();
       }
@@ -121,9 +112,7 @@ void CheckpointWriter::wait(const std::string& path) {
 
 size_t CheckpointWriter::buffered_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t bytes = 0;
-  for (const auto& [name, t] : buffers_) bytes += static_cast<size_t>(t.numel()) * element_size(t.dtype());
-  return bytes;
+  return static_cast<size_t>(image_.capacity());
 }
 
 CheckpointWriter& process_checkpoint_writer() {

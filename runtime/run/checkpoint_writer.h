@@ -1,11 +1,13 @@
 // Asynchronous checkpoint writes (checkpoint.async, the default): a rank copies its state into memory and
 // goes on training while a thread of its own writes the file.
 //
-//   submit(path, state)  copies every tensor of `state` into the writer's buffers and queues the write of
-//                        `path` (nn::save_state_dict: temporary file, fsync, rename); returns once copied.
-//                        The buffers are kept from one checkpoint to the next (by entry name), so that a
-//                        snapshot touches no fresh page after the first: copying 1 GiB costs a memcpy,
-//                        not 262144 first touches.
+//   submit(path, state)  copies every tensor of `state` into the writer's image of the file
+//                        (nn::StateDictImage: the file's bytes in one block) and queues the write of `path`
+//                        (temporary file written with O_DIRECT, fsync, rename); returns once copied. The
+//                        image is kept from one checkpoint to the next while the state's layout stays the
+//                        same, so that a snapshot touches no fresh page after the first: copying 1 GiB
+//                        costs a memcpy, not 262144 first touches; and O_DIRECT writes it without the
+//                        page cache's copy and write-back, which would take their CPU from the training.
 //   submit(path, state, later)
 //                        the same, but the entries `later` accepts are copied by the writer thread, before
 //                        it writes: the caller promises to change none of them until wait_copied() has
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "nn/serialize.h"
+#include "nn/state_dict_image.h"
 
 namespace braid::runtime {
 
@@ -59,7 +62,7 @@ class CheckpointWriter {
   // (or already reported).
   bool written(const std::string& path);
   void wait(const std::string& path);  // blocks until written(path) would say true
-  // Bytes held in the snapshot buffers.
+  // Bytes held in the snapshot image.
   size_t buffered_bytes() const;
 
  private:
@@ -67,11 +70,10 @@ class CheckpointWriter {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, Tensor> buffers_;  // GUARDED_BY(mu_) while no write is in flight; by name
+  nn::StateDictImage image_;  // GUARDED_BY(mu_) while no write is in flight; the writer thread's during one
   struct Job {
     std::string path;
-    nn::StateDict snapshot;                            // the buffers, in the state's order
-    std::vector<std::pair<Tensor, Tensor>> deferred;   // (buffer, source): the writer thread's copies
+    std::vector<std::pair<size_t, Tensor>> deferred;  // (entry, source): the writer thread's copies
     bool copied = false;
   };
   std::optional<Job> job_;  // GUARDED_BY(mu_): the write in flight
