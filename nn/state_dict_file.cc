@@ -36,13 +36,17 @@ StateDictFile::StateDictFile(std::string path) : path_(std::move(path)) {
     struct stat st {};
     BRAID_CHECK_ARG(::fstat(fd_, &st) == 0, "StateDictFile('{}'): cannot stat: {}", path_, std::strerror(errno));
     const auto size = static_cast<uint64_t>(st.st_size);
-    BRAID_CHECK_ARG(size >= kHeaderBytes + kTrailerBytes,
-                    "StateDictFile('{}'): file is truncated ({} bytes; not a state-dict file)", path_, size);
+    // The magic before the size, as load_state_dict_file: a short foreign file gets the specific error
+    // (and no byte of it is echoed: an error may travel back to whoever named the file).
+    BRAID_CHECK_ARG(size >= 4, "StateDictFile('{}'): file is truncated ({} bytes; not a state-dict file)", path_, size);
     uint8_t head[kHeaderBytes];
-    read_at(0, head, sizeof(head), "the file header");
+    read_at(0, head, std::min<uint64_t>(size, sizeof(head)), "the file header");
     BRAID_CHECK_ARG(get_le<uint32_t>(head) == kStateDictMagic,
                     "StateDictFile('{}'): bad magic (the file does not start with \"BRSD\"): not a braid state-dict "
                     "file", path_);
+    BRAID_CHECK_ARG(size >= kHeaderBytes + kTrailerBytes,
+                    "StateDictFile('{}'): file is truncated ({} bytes, the header and checksum alone take {})", path_,
+                    size, kHeaderBytes + kTrailerBytes);
     const auto version = get_le<uint16_t>(head + 4);
     BRAID_CHECK_ARG(version == kStateDictFormatVersion,
                     "StateDictFile('{}'): unsupported format version {} (this build reads version {})", path_, version,

@@ -117,8 +117,13 @@ Tensor ShardedFiles::part(const std::string& key, const ShardTarget& target) con
     BRAID_CHECK_ARG(e != nullptr, "{}: no entry '{}' (a checkpoint of another model?)", f.path(), key);
     shapes.push_back(e->header.shape);
   }
-  const RowPlan plan = plan_rows(fmt::format("'{}' (in {} and the other saved ranks' files)", key, files_[0].path()),
-                                 shapes, target);
+  RowPlan plan;
+  try {
+    plan = plan_rows(fmt::format("'{}' (in {} and the other saved ranks' files)", key, files_[0].path()), shapes,
+                     target);
+  } catch (const InvalidArgument& e) {
+    BRAID_THROW(InvalidArgument, "{} (a checkpoint of another model?)", e.what());
+  }
   const DType dtype = files_[0].find(key)->header.dtype;
   // A copy is the same in every file: taken from one this rank reads anyway.
   const size_t copy_from = preferred();

@@ -32,7 +32,9 @@ void CheckpointWriter::submit(const std::string& path, const nn::StateDict& stat
   job.path = path;
   for (size_t i = 0; i < state.size(); ++i) {
     if (later && later(state[i].first)) {
-      job.deferred.emplace_back(i, state[i].second);
+      // A handle of its own on the storage: FSDP points its parameters' handles at the gathered full
+      // tensors during the forward this copy overlaps (Tensor::set_data); their shard storage stays.
+      job.deferred.emplace_back(i, state[i].second.alias());
     } else {
       image_.fill(i, state[i].second);
     }

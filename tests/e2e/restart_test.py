@@ -22,7 +22,8 @@ Cases:
              file and the damage, and changes no file
   reshard    an FSDP job (Adam) resumed from sharded checkpoints on 4 -> 2 -> 3 trainers, then as DDP,
              as hybrid_shard and as full_shard again: every trainer reshards, reading only the saved files
-             that hold its rows; then a shard's file missing: the resume fails naming it
+             that hold its rows; then a trainer count hybrid_shard's groups cannot tile (refused with the
+             job file) and a shard's file missing: the resume fails naming it
   parts      the hybrid job's remote parts moved from workers 2 and 3 to worker 2 alone, then swapped:
              their state follows them, and the moved run's tensors are bit-identical to an unmoved run's
 
@@ -303,7 +304,9 @@ def case_reshard(braid, tmp):
             (2, 13, [], [(1, 2), (1, 2)])]   # from hybrid: one shard group's halves, not their copies
     for i, (n, steps, extra, reads) in enumerate(runs):
         trainers = "[" + ", ".join(str(t) for t in range(n)) + "]"
-        args = [job, "--steps", str(steps), "--set", f"roles.trainers={trainers}", "--set", f"checkpoint.dir={ckpt}"]
+        # A checkpoint after every step: the asynchronous copy of the shards overlaps the next FSDP forward.
+        args = [job, "--steps", str(steps), "--set", f"roles.trainers={trainers}", "--set", f"checkpoint.dir={ckpt}",
+                "--set", "checkpoint.interval=1"]
         r = run(launch(braid, n, [], args + extra + (["--resume"] if i else [])), trace)
         what = f"{n} trainers{' ' + extra[1] if extra else ''}"
         expect(f"{what}: the run ends at step {steps}", r.returncode == 0 and f"done: {steps} steps" in r.stdout, r)
@@ -317,9 +320,18 @@ def case_reshard(braid, tmp):
     r = run([braid, "export", ckpt, "-o", os.path.join(tmp, "final.safetensors")], timeout=60)
     expect("braid export reads the last sharded checkpoint", r.returncode == 0, r)
 
-    # A shard's file missing: the resume stops before training, naming the file, and changes nothing.
     with open(os.path.join(ckpt, "latest")) as f:
         step_dir = os.path.join(ckpt, f.read().strip())
+    # A trainer count that hybrid_shard's groups cannot tile: refused with the job file, before anything
+    # is read or started (exit code 2), and the checkpoint unchanged.
+    before = {n: os.path.getmtime(os.path.join(step_dir, n)) for n in os.listdir(step_dir)}
+    r = run(launch(braid, 3, [], [job, "--steps", "15", "--set", "roles.trainers=[0, 1, 2]", "--set",
+                                  f"checkpoint.dir={ckpt}", "--resume"] + hybrid), trace)
+    expect("hybrid_shard groups of 2 on 3 trainers: refused naming fsdp.shard_group_size, nothing changed",
+           r.returncode == 2 and "fsdp.shard_group_size" in r.stderr and "dividing the 3 trainers" in r.stderr
+           and {n: os.path.getmtime(os.path.join(step_dir, n)) for n in os.listdir(step_dir)} == before, r)
+
+    # A shard's file missing: the resume stops before training, naming the file, and changes nothing.
     os.rename(os.path.join(step_dir, "rank-1.brsd"), os.path.join(tmp, "rank-1.brsd"))
     before = sorted(os.listdir(step_dir))
     r = run(launch(braid, 3, [], [job, "--steps", "15", "--set", "roles.trainers=[0, 1, 2]", "--set",

@@ -92,6 +92,14 @@ TEST_CASE("run: the checkpoint writer copies deferred entries before the wait fo
   CHECK(to_vector<float>(saved[0].second) == std::vector<float>{1, 2, 3});
   CHECK(to_vector<float>(saved[1].second) == std::vector<float>{4, 5});
   writer.wait_copied();  // done: at once
+
+  // A deferred parameter whose handle is pointed elsewhere before the copy (FSDP's forward gathers a
+  // parameter into its full tensor through Tensor::set_data) is still saved from the storage it had.
+  const std::string again = (tmp.path() / "b.brsd").string();
+  writer.submit(again, {{"param", param}}, [](const std::string&) { return true; });
+  param.set_data(from_vector(std::vector<float>{5, 6, 7, 8, 9}));
+  writer.wait(again);
+  CHECK(to_vector<float>(nn::load_state_dict_file(again)[0].second) == std::vector<float>{0, 0, 0});
 }
 
 TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
