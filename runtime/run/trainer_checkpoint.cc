@@ -103,7 +103,9 @@ std::map<size_t, Dict> remote_state_by_owner(const std::vector<RemoteOptimizerSl
     BRAID_CHECK_ARG(seen.empty() || seen.count(s.part) > 0,
                     "{}: no optimizer state for remote part '{}' (a checkpoint of another model?)", path, s.part);
   }
-  for (auto& [owner, n] : owner_params) by_owner[owner].set("num_params", Value(scalar_tensor(static_cast<double>(n), DType::Int64)));
+  for (auto& [owner, n] : owner_params) {
+    by_owner[owner].set("num_params", Value(scalar_tensor(static_cast<double>(n), DType::Int64)));
+  }
   return by_owner;
 }
 
@@ -210,9 +212,9 @@ void Trainer::load_resharded(const std::vector<std::string>& shards, const std::
   restore_remote_optimizers(remote, replica);
   std::vector<std::string> read;
   for (size_t i : files.files_read()) read.push_back(files.file(i).path());
+  const double mib = static_cast<double>(files.payload_bytes_read()) / (1 << 20);
   logging::get("braid.run")->info("trainer {}: resharded from {} of {} saved files ({:.1f} MiB read): {}", index_,
-                                  read.size(), files.size(), static_cast<double>(files.payload_bytes_read()) / (1 << 20),
-                                  fmt::join(read, ", "));
+                                  read.size(), files.size(), mib, fmt::join(read, ", "));
 }
 
 void Trainer::restore_remote_optimizers(const std::map<size_t, rpc::Dict>& by_owner, const std::string& path) {

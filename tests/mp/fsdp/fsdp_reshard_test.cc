@@ -112,8 +112,9 @@ TEST_CASE_METHOD(MpFixture, "fsdp: checkpoint files of N ranks reshard to M rank
     CHECK_THROWS_WITH(fsdp::load_sharded_files(other, in, model_entry, "model."),
                       Catch::Contains("model.0.weight") && Catch::Contains("neither shards of it nor copies") &&
                           Catch::Contains(files[0]));
-    // A model that lacks an entry the files have.
-    CHECK_THROWS_WITH(fsdp::load_sharded_files(*plain, in, [](const std::string& k) { return "model.x." + k; }, "model."),
+    // Entries under names the files do not have (another model's).
+    const auto elsewhere = [](const std::string& k) { return "model.x." + k; };
+    CHECK_THROWS_WITH(fsdp::load_sharded_files(*plain, in, elsewhere, "model."),
                       Catch::Contains("no entry 'model.x.") && Catch::Contains(files[0]));
     CHECK(equal(plain->parameters().front(), before));
     // A missing file.

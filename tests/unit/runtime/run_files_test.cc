@@ -130,7 +130,9 @@ TEST_CASE("run: checkpoint directories, latest and keep", "[runtime][run]") {
 TEST_CASE("run: the files of one shard group of a checkpoint", "[runtime][run]") {
   TempDir tmp;
   const std::string step = make_step_dir(tmp.path().string(), 3);
-  for (int r : {0, 1, 2, 3}) nn::save_state_dict({{"model.w", from_vector(std::vector<float>{1})}}, rank_state_path(step, r));
+  for (int r : {0, 1, 2, 3}) {
+    nn::save_state_dict({{"model.w", from_vector(std::vector<float>{1})}}, rank_state_path(step, r));
+  }
   auto ref = [&](nlohmann::json fsdp) {
     return CheckpointRef{step, {{"roles", {{"trainers", {0, 1, 2, 3}}}}, {"job", {{"fsdp", fsdp}}}}};
   };
