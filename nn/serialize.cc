@@ -14,28 +14,23 @@
 #include "base/crc32.h"
 #include "base/fault_injection.h"
 #include "nn/atomic_file.h"
+#include "nn/state_dict_format.h"
 #include "tensor/serialize.h"
 
 namespace braid::nn {
 namespace {
 
-constexpr size_t kHeaderBytes = 16;
-constexpr size_t kTrailerBytes = 4;
-// A bound on a name's length, so that a corrupt length field cannot ask for gigabytes.
-constexpr uint32_t kMaxNameBytes = 1u << 16;
+using detail::get_le;
+using detail::kStateDictHeaderBytes;
+using detail::kStateDictMaxNameBytes;
+using detail::kStateDictTrailerBytes;
 
 std::string errno_text() { return std::strerror(errno); }
 
 template <class T>
 void put_le(std::vector<uint8_t>& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
-}
-
-template <class T>
-T get_le(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
+  out.resize(out.size() + sizeof(T));
+  detail::put_le<T>(out.data() + out.size() - sizeof(T), v);
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -64,16 +59,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 void save_state_dict(const StateDict& state, const std::string& path) {
   // Validate everything first: a bad entry must not cost the existing file.
-  std::set<std::string> names;
-  for (const auto& [name, t] : state) {
-    BRAID_CHECK_ARG(!name.empty(), "save_state_dict('{}'): an entry has an empty name", path);
-    BRAID_CHECK_ARG(name.size() <= kMaxNameBytes, "save_state_dict('{}'): name of {} bytes is too long (at most {})",
-                    path, name.size(), kMaxNameBytes);
-    BRAID_CHECK_ARG(names.insert(name).second, "save_state_dict('{}'): duplicate name '{}'", path, name);
-    BRAID_CHECK_ARG(t.defined(), "save_state_dict('{}'): '{}' is an undefined tensor", path, name);
-    BRAID_CHECK_ARG(!t.is_sparse(), "save_state_dict('{}'): '{}' is a sparse tensor; state dicts hold dense tensors",
-                    path, name);
-  }
+  detail::check_entries(state, "save_state_dict", path);
   detail::AtomicFile file(path, "save_state_dict");
   uint32_t crc = 0;
   const auto emit = [&](const std::vector<uint8_t>& bytes) {
@@ -117,24 +103,8 @@ StateDict load_state_dict_file(const std::string& path) {
   const size_t size = bytes.size();
   const uint8_t* p = bytes.data();
   // Magic and version come before the checksum so that a foreign or newer file gets the specific error.
-  BRAID_CHECK_ARG(size >= 4, "load_state_dict_file('{}'): file is truncated ({} bytes; not a state-dict file)",
-                  path, size);
-  const auto magic = get_le<uint32_t>(p);
-  // The bytes found are not echoed: an error may travel back to whoever named the file (an RPC caller),
-  // and must not disclose what a file that is not braid's own holds.
-  BRAID_CHECK_ARG(magic == kStateDictMagic,
-                  "load_state_dict_file('{}'): bad magic (the file does not start with \"BRSD\"): not a braid "
-                  "state-dict file", path);
-  BRAID_CHECK_ARG(size >= kHeaderBytes + kTrailerBytes,
-                  "load_state_dict_file('{}'): file is truncated ({} bytes, the header and checksum alone take {})",
-                  path, size, kHeaderBytes + kTrailerBytes);
-  const auto version = get_le<uint16_t>(p + 4);
-  BRAID_CHECK_ARG(version == kStateDictFormatVersion,
-                  "load_state_dict_file('{}'): unsupported format version {} (this build reads version {})", path,
-                  version, kStateDictFormatVersion);
-  const auto flags = get_le<uint16_t>(p + 6);
-  BRAID_CHECK_ARG(flags == 0, "load_state_dict_file('{}'): unsupported flags 0x{:04x}", path, flags);
-  const size_t body = size - kTrailerBytes;
+  detail::check_file_header(p, size, "load_state_dict_file", path);
+  const size_t body = size - kStateDictTrailerBytes;
   const auto stored_crc = get_le<uint32_t>(p + body);
   const uint32_t actual_crc = crc32_update(0, p, body);
   BRAID_CHECK_ARG(stored_crc == actual_crc,
@@ -145,17 +115,17 @@ StateDict load_state_dict_file(const std::string& path) {
   const auto count = get_le<uint64_t>(p + 8);
   // Each entry takes at least a name length, one name byte and a tensor header.
   const uint64_t min_entry = 4 + 1 + kTensorHeaderFixedBytes;
-  BRAID_CHECK_ARG(count <= (body - kHeaderBytes) / min_entry,
+  BRAID_CHECK_ARG(count <= (body - kStateDictHeaderBytes) / min_entry,
                   "load_state_dict_file('{}'): entry count {} does not fit in {} bytes", path, count, size);
   StateDict out;
   out.reserve(static_cast<size_t>(count));
   std::set<std::string> names;
-  size_t at = kHeaderBytes;
+  size_t at = kStateDictHeaderBytes;
   for (uint64_t i = 0; i < count; ++i) {
     BRAID_CHECK_ARG(body - at >= 4, "load_state_dict_file('{}'): entry {} of {} is truncated", path, i, count);
     const auto len = get_le<uint32_t>(p + at);
     at += 4;
-    BRAID_CHECK_ARG(len > 0 && len <= kMaxNameBytes && len <= body - at,
+    BRAID_CHECK_ARG(len > 0 && len <= kStateDictMaxNameBytes && len <= body - at,
                     "load_state_dict_file('{}'): entry {} has a bad name length {}", path, i, len);
     std::string name(reinterpret_cast<const char*>(p + at), len);
     at += len;

@@ -11,21 +11,15 @@
 #include <utility>
 
 #include "base/check.h"
-#include "nn/serialize.h"
+#include "nn/state_dict_format.h"
 
 namespace braid::nn {
 namespace {
 
-constexpr uint64_t kHeaderBytes = 16;
-constexpr uint64_t kTrailerBytes = 4;
-constexpr uint32_t kMaxNameBytes = 1u << 16;
-
-template <class T>
-T get_le(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
+using detail::get_le;
+using detail::kStateDictHeaderBytes;
+using detail::kStateDictMaxNameBytes;
+using detail::kStateDictTrailerBytes;
 
 }  // namespace
 
@@ -36,29 +30,15 @@ StateDictFile::StateDictFile(std::string path) : path_(std::move(path)) {
     struct stat st {};
     BRAID_CHECK_ARG(::fstat(fd_, &st) == 0, "StateDictFile('{}'): cannot stat: {}", path_, std::strerror(errno));
     const auto size = static_cast<uint64_t>(st.st_size);
-    // The magic before the size, as load_state_dict_file: a short foreign file gets the specific error
-    // (and no byte of it is echoed: an error may travel back to whoever named the file).
-    BRAID_CHECK_ARG(size >= 4, "StateDictFile('{}'): file is truncated ({} bytes; not a state-dict file)", path_, size);
-    uint8_t head[kHeaderBytes];
+    uint8_t head[kStateDictHeaderBytes] = {};
     read_at(0, head, std::min<uint64_t>(size, sizeof(head)), "the file header");
-    BRAID_CHECK_ARG(get_le<uint32_t>(head) == kStateDictMagic,
-                    "StateDictFile('{}'): bad magic (the file does not start with \"BRSD\"): not a braid state-dict "
-                    "file", path_);
-    BRAID_CHECK_ARG(size >= kHeaderBytes + kTrailerBytes,
-                    "StateDictFile('{}'): file is truncated ({} bytes, the header and checksum alone take {})", path_,
-                    size, kHeaderBytes + kTrailerBytes);
-    const auto version = get_le<uint16_t>(head + 4);
-    BRAID_CHECK_ARG(version == kStateDictFormatVersion,
-                    "StateDictFile('{}'): unsupported format version {} (this build reads version {})", path_, version,
-                    kStateDictFormatVersion);
-    const auto flags = get_le<uint16_t>(head + 6);
-    BRAID_CHECK_ARG(flags == 0, "StateDictFile('{}'): unsupported flags 0x{:04x}", path_, flags);
-    const uint64_t body = size - kTrailerBytes;
+    detail::check_file_header(head, size, "StateDictFile", path_);
+    const uint64_t body = size - kStateDictTrailerBytes;
     const auto count = get_le<uint64_t>(head + 8);
-    BRAID_CHECK_ARG(count <= (body - kHeaderBytes) / (4 + 1 + kTensorHeaderFixedBytes),
+    BRAID_CHECK_ARG(count <= (body - kStateDictHeaderBytes) / (4 + 1 + kTensorHeaderFixedBytes),
                     "StateDictFile('{}'): entry count {} does not fit in {} bytes", path_, count, size);
     entries_.reserve(static_cast<size_t>(count));
-    uint64_t at = kHeaderBytes;
+    uint64_t at = kStateDictHeaderBytes;
     std::vector<uint8_t> buf(kTensorMaxHeaderBytes);
     for (uint64_t i = 0; i < count; ++i) {
       BRAID_CHECK_ARG(body - at >= 4, "StateDictFile('{}'): entry {} of {} is truncated", path_, i, count);
@@ -66,7 +46,7 @@ StateDictFile::StateDictFile(std::string path) : path_(std::move(path)) {
       read_at(at, len_bytes, 4, "an entry's name length");
       const auto len = get_le<uint32_t>(len_bytes);
       at += 4;
-      BRAID_CHECK_ARG(len > 0 && len <= kMaxNameBytes && len <= body - at,
+      BRAID_CHECK_ARG(len > 0 && len <= kStateDictMaxNameBytes && len <= body - at,
                       "StateDictFile('{}'): entry {} has a bad name length {}", path_, i, len);
       std::string name(len, '\0');
       read_at(at, name.data(), len, "an entry's name");

@@ -6,29 +6,24 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 
 #include "base/check.h"
 #include "base/crc32.h"
 #include "base/fault_injection.h"
 #include "nn/atomic_file.h"
 #include "nn/serialize.h"
+#include "nn/state_dict_format.h"
 #include "tensor/allocator.h"
 #include "tensor/serialize.h"
 
 namespace braid::nn {
 namespace {
 
-constexpr uint64_t kHeaderBytes = 16;
-constexpr uint64_t kTrailerBytes = 4;
-constexpr size_t kMaxNameBytes = 1u << 16;
+using detail::kStateDictHeaderBytes;
+using detail::kStateDictTrailerBytes;
+using detail::put_le;
 // Direct writes in pieces of this size (a multiple of the alignment).
 constexpr size_t kWritePiece = size_t{8} << 20;
-
-template <class T>
-void put_le(uint8_t* out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-}
 
 uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
@@ -44,19 +39,11 @@ void StateDictImage::release() {
 }
 
 void StateDictImage::layout(const StateDict& state, const std::string& path) {
-  std::set<std::string> names;
+  detail::check_entries(state, "save_state_dict", path);
   std::vector<Entry> entries;
   entries.reserve(state.size());
-  uint64_t at = kHeaderBytes;
+  uint64_t at = kStateDictHeaderBytes;
   for (const auto& [name, t] : state) {
-    BRAID_CHECK_ARG(!name.empty(), "checkpoint '{}': an entry has an empty name", path);
-    BRAID_CHECK_ARG(name.size() <= kMaxNameBytes, "checkpoint '{}': name of {} bytes is too long (at most {})", path,
-                    name.size(), kMaxNameBytes);
-    BRAID_CHECK_ARG(names.insert(name).second, "checkpoint '{}': duplicate name '{}'", path, name);
-    BRAID_CHECK_ARG(t.defined() && !t.is_sparse(), "checkpoint '{}': entry '{}' is {}", path, name,
-                    t.defined() ? "a sparse tensor; state dicts hold dense tensors" : "an undefined tensor");
-    BRAID_CHECK_ARG(t.dim() <= static_cast<int64_t>(kTensorMaxDims), "checkpoint '{}': entry '{}' has {} dimensions",
-                    path, name, t.dim());
     Entry e{name, t.dtype(), t.shape()};
     at += 4 + name.size();
     e.header_offset = at;
@@ -65,7 +52,7 @@ void StateDictImage::layout(const StateDict& state, const std::string& path) {
     at = e.payload_offset + e.payload_bytes;
     entries.push_back(std::move(e));
   }
-  const uint64_t file_bytes = at + kTrailerBytes;
+  const uint64_t file_bytes = at + kStateDictTrailerBytes;
   bool same = memory_ != nullptr && file_bytes == file_bytes_ && entries.size() == entries_.size();
   for (size_t i = 0; same && i < entries.size(); ++i) {
     same = entries[i].name == entries_[i].name && entries[i].dtype == entries_[i].dtype &&
@@ -102,7 +89,7 @@ void StateDictImage::fill(size_t i, const Tensor& t) {
 
 void StateDictImage::seal() {
   uint8_t* m = memory_;
-  uint32_t crc = crc32_update(0, m, kHeaderBytes);
+  uint32_t crc = crc32_update(0, m, kStateDictHeaderBytes);
   for (Entry& e : entries_) {
     e.payload_crc = crc32_update(0, m + e.payload_offset, e.payload_bytes);
     write_tensor_header(e.dtype, e.shape, e.payload_bytes, e.payload_crc, m + e.header_offset);
@@ -110,7 +97,7 @@ void StateDictImage::seal() {
     crc = crc32_update(crc, m + name_at, e.payload_offset - name_at);  // name length, name, tensor header
     crc = crc32_concat(crc, e.payload_crc, e.payload_bytes);
   }
-  put_le<uint32_t>(m + file_bytes_ - kTrailerBytes, crc);
+  put_le<uint32_t>(m + file_bytes_ - kStateDictTrailerBytes, crc);
 }
 
 void StateDictImage::write(const std::string& path, bool direct) const {

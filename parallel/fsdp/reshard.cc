@@ -41,13 +41,6 @@ ShardTarget shard_target(const Tensor& t) {
   return {t.shape(), 0, t.dim() == 0 ? 0 : t.size(0)};
 }
 
-std::vector<size_t> RowPlan::sources() const {
-  if (replicated) return {0};
-  std::set<size_t> s;
-  for (const RowPiece& p : pieces) s.insert(p.source);
-  return {s.begin(), s.end()};
-}
-
 RowPlan plan_rows(const std::string& what, const std::vector<Shape>& saved, const ShardTarget& target) {
   BRAID_CHECK_ARG(!saved.empty(), "{}: no saved entries to take it from", what);
   const Shape& full = target.full_shape;

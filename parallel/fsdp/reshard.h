@@ -39,15 +39,14 @@ struct RowPiece {
 };
 struct RowPlan {
   bool replicated = false;  // every entry is the full tensor: the part comes from entry 0 alone
-  std::vector<RowPiece> pieces;
-  // The saved entries the part reads (ascending).
-  std::vector<size_t> sources() const;
+  std::vector<RowPiece> pieces;  // in source order
 };
 // The plan for `target`'s rows from the saved entries' shapes (one per saved rank, in rank order).
 // InvalidArgument naming `what` when the shapes are neither shards of the full tensor nor copies of it.
 RowPlan plan_rows(const std::string& what, const std::vector<Shape>& saved, const ShardTarget& target);
 // The part (shape [target.rows, full_shape[1:]...], or the full shape when replicated or 0-dimensional),
-// from the entries that fetch(source) returns; fetch is called once for each of plan.sources().
+// from the entries that fetch(source) returns; fetch is called once for each source the part reads
+// (source 0 alone when replicated).
 // `dtype`: the saved entries' (a part of no rows fetches nothing).
 Tensor assemble_part(const RowPlan& plan, const ShardTarget& target, DType dtype,
                      const std::function<Tensor(size_t)>& fetch);
