@@ -43,8 +43,19 @@ std::string summary(const CheckOptions& options, const runtime::JobSpec& job) {
   const std::string optimizer = job.optimizer.kind == runtime::OptimizerKind::None
                                     ? "no optimizer"
                                     : fmt::format("{} lr {}", runtime::to_string(job.optimizer.kind), job.optimizer.lr);
-  return fmt::format("{}: ok — {}: {} ranks ({}), backend {}, model {}, {} of batch {} per trainer, {}, {}, data {}\n",
-                     options.job_file, job.name, roles.world_size(), who, runtime::to_string(job.backend),
+  // "backend gloo" for a CPU job; "backend gloo (trainers over nccl), trainers on cuda, workers on cpu".
+  std::string comm = fmt::format("backend {}", runtime::to_string(runtime::world_backend(job)));
+  if (runtime::trainers_backend(job) != runtime::world_backend(job)) {
+    comm += fmt::format(" (trainers over {})", runtime::to_string(runtime::trainers_backend(job)));
+  }
+  const bool any_cuda = job.devices.trainer() == runtime::DeviceKind::Cuda ||
+                        (!roles.workers.empty() && job.devices.worker() == runtime::DeviceKind::Cuda);
+  if (any_cuda) {
+    comm += fmt::format(", trainers on {}", runtime::to_string(job.devices.trainer()));
+    if (!roles.workers.empty()) comm += fmt::format(", workers on {}", runtime::to_string(job.devices.worker()));
+  }
+  return fmt::format("{}: ok — {}: {} ranks ({}), {}, model {}, {} of batch {} per trainer, {}, {}, data {}\n",
+                     options.job_file, job.name, roles.world_size(), who, comm,
                      job.model.kind, length, job.train.batch_size, parallel, optimizer,
                      job.data.kind == runtime::DataKind::Registered ? job.data.kind_name
                                                                     : runtime::to_string(job.data.kind));

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops/op_helpers.h"
+#include "autograd/ops/shape.h"
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "base/fault_injection.h"
@@ -17,18 +18,6 @@ using rpc::Value;
 using rpc::ValueList;
 
 namespace {
-
-// A copy of `t` on `device` whose gradient flows back to `t`'s device: the CUDA hops of a remote forward
-// must stay in the graph so that distributed backward reaches the module's parameters.
-Tensor to_device(const Tensor& t, Device device) {
-  if (!t.defined() || t.device() == device) return t;
-  const Device from = t.device();
-  return autograd::detail::record(
-      "ToDeviceBackward", {t}, t.to(device), {},
-      [from](const nn::TensorList& grads, autograd::SavedTensors&) {
-        return nn::TensorList{grads[0].defined() ? grads[0].to(from) : Tensor()};
-      });
-}
 
 Tensor detached_copy(const Tensor& t) {
   autograd::NoGradGuard no_grad;
@@ -52,7 +41,7 @@ Value HostedModule::forward(const Args& args) {
     const Value& v = args.positional[i];
     BRAID_CHECK_ARG(v.is_none() || v.is(Value::Kind::Tensor), "RemoteModule.forward of '{}': argument {} is {}, "
                     "expected a tensor or None", class_name_, i, v.describe());
-    inputs.push_back(v.is_none() ? Tensor() : to_device(v.as_tensor(), device_));
+    inputs.push_back(v.is_none() ? Tensor() : autograd::to(v.as_tensor(), device_));
   }
   BRAID_CHECK_ARG(!inputs.empty(), "RemoteModule.forward of '{}': no inputs", class_name_);
   nn::TensorList outputs;
@@ -60,10 +49,10 @@ Value HostedModule::forward(const Args& args) {
     std::lock_guard<std::mutex> lock(forward_mu_);
     outputs = (*module_)(inputs);
   }
-  if (outputs.size() == 1) return Value(to_device(outputs[0], Device::cpu()));
+  if (outputs.size() == 1) return Value(autograd::to(outputs[0], Device::cpu()));
   ValueList items;
   items.reserve(outputs.size());
-  for (const Tensor& t : outputs) items.emplace_back(to_device(t, Device::cpu()));
+  for (const Tensor& t : outputs) items.emplace_back(autograd::to(t, Device::cpu()));
   return rpc::tuple(std::move(items));
 }
 

@@ -25,6 +25,7 @@ LaunchEnv detect_launch_env() {
                                             : Launcher::Env;
   out.rank = info.rank;
   out.world_size = info.world_size;
+  out.local_rank = info.local_rank;
   return out;
 }
 

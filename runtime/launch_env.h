@@ -14,6 +14,9 @@ struct LaunchEnv {
   Launcher launcher = Launcher::None;
   int rank = 0;
   int world_size = 1;
+  // This process's index among the job's processes on its host (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+  // SLURM_LOCALID); -1 when the launcher does not say. A CUDA rank takes the device of this index.
+  int local_rank = -1;
   // How many times this job has been started again after a failure: BRAID_RESTART_COUNT (braid launch
   // --max-restarts), else SLURM_RESTART_COUNT (a requeued Slurm job), else 0. Above 0, braid run resumes
   // from the latest complete checkpoint.

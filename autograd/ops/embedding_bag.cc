@@ -2,7 +2,11 @@
 // indices, no [num_indices, D] intermediate).
 #include "autograd/ops/nn_ops.h"
 #include "autograd/ops/op_helpers.h"
+#include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/shape_ops.h"
 #include "tensor/factory.h"
 #include "tensor/sparse.h"
 
@@ -67,12 +71,75 @@ TensorList sparse_backward(const Bags& bags, EmbeddingBagMode mode, const Tensor
   return {SparseTensor(indices, values, shape).to_tensor(), gpsw};
 }
 
+int mode_code(EmbeddingBagMode mode) {
+  return mode == EmbeddingBagMode::Sum ? 0 : mode == EmbeddingBagMode::Mean ? 1 : 2;
+}
+
+// The bags on a CUDA weight: the same checks (on the host, which holds the bags), one kernel for the
+// forward and one for the weight's dense gradient (tensor/cuda/kernels.h). The per-sample weights'
+// gradient and the sparse gradient's values are per-position rows of the output gradient, so tensor ops
+// build them on the device.
+Tensor embedding_bag_cuda(const Tensor& weight, const Tensor& input, const Tensor& offsets, const Bags& bags,
+                          EmbeddingBagMode mode, const Tensor& per_sample_weights, bool sparse) {
+  BRAID_CHECK_ARG(input.device() == weight.device() && offsets.device() == weight.device(),
+                  "embedding_bag(): Expected all tensors to be on the same device, but found weight {}, input {} "
+                  "and offsets {}",
+                  weight.describe(), input.describe(), offsets.describe());
+  const Device device = weight.device();
+  const int64_t n = static_cast<int64_t>(bags.index.size()), nbags = static_cast<int64_t>(bags.start.size()) - 1;
+  const int64_t dim = weight.size(1);
+  const Tensor w = weight.contiguous();
+  const Tensor psw = per_sample_weights.defined() ? per_sample_weights.to(weight.dtype()).contiguous() : Tensor();
+  const Tensor in64 = input.to(DType::Int64).contiguous();
+  const Tensor off64 = offsets.to(DType::Int64).contiguous();
+  Tensor out = Tensor::empty({nbags, dim}, TensorOptions(weight.dtype(), device));
+  Tensor argmax = mode == EmbeddingBagMode::Max ? Tensor::empty({nbags, dim}, TensorOptions(DType::Int64, device))
+                                                : Tensor();
+  cuda::embedding_bag(out, argmax, w, in64, off64, psw, mode_code(mode));
+
+  // Position i's bag, and its scale in the gradient (1/bag size for mean).
+  std::vector<int64_t> bag_of(static_cast<size_t>(n));
+  std::vector<double> scale(static_cast<size_t>(n), 1.0);
+  for (size_t b = 0; b + 1 < bags.start.size(); ++b) {
+    for (int64_t i = bags.start[b]; i < bags.start[b + 1]; ++i) {
+      bag_of[static_cast<size_t>(i)] = static_cast<int64_t>(b);
+      if (mode == EmbeddingBagMode::Mean) {
+        scale[static_cast<size_t>(i)] = 1.0 / static_cast<double>(bags.start[b + 1] - bags.start[b]);
+      }
+    }
+  }
+  return detail::record(
+      "EmbeddingBagBackward", {weight, per_sample_weights}, out,
+      {SavedTensor(w, "EmbeddingBagBackward"), SavedTensor(psw, "EmbeddingBagBackward"),
+       SavedTensor(argmax, "EmbeddingBagBackward")},
+      [in64, off64, bag_of, scale, index = bags.index, mode, sparse, device, n, shape = weight.shape()](
+          const TensorList& g, SavedTensors& s) {
+        const Tensor go = g[0].contiguous();
+        const Tensor& weights = s[1].unpack();  // the per-sample weights
+        Tensor gpsw;
+        Tensor rows;  // row i: the output gradient of position i's bag
+        if (weights.defined() || sparse) rows = braid::index_select(go, 0, from_vector(bag_of, {n}, device));
+        if (weights.defined()) {
+          const Tensor weight_rows = braid::index_select(s[0].unpack(), 0, in64);
+          gpsw = braid::sum(braid::mul(rows, weight_rows), {1});
+        }
+        if (sparse) {
+          Tensor factor = from_vector(scale, {n, 1}, device).to(go.dtype());
+          if (weights.defined()) factor = braid::mul(factor, weights.reshape({n, 1}));
+          const Tensor values = braid::mul(rows, factor);
+          const Tensor indices = from_vector(index, {1, n}, device);
+          return TensorList{SparseTensor(indices, values, shape).to_tensor(), gpsw};
+        }
+        Tensor gw = zeros(shape, TensorOptions(go.dtype(), device));
+        cuda::embedding_bag_backward(gw, go, s[2].unpack(), in64, off64, weights, mode_code(mode));
+        return TensorList{gw, gpsw};
+      });
+}
+
 }  // namespace
 
 Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets, EmbeddingBagMode mode,
                      const Tensor& per_sample_weights, bool sparse) {
-  BRAID_CHECK_ARG(weight.device().is_cpu(), "embedding_bag: only CPU tensors are supported for now, got {}",
-                  weight.describe());
   const Bags bags = read_bags(weight, input, offsets);
   BRAID_CHECK_ARG(!sparse || mode != EmbeddingBagMode::Max,
                   "embedding_bag: sparse gradients are not supported with mode max");
@@ -82,6 +149,11 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& of
   BRAID_CHECK_ARG(!has_psw || (per_sample_weights.dim() == 1 && per_sample_weights.numel() == input.numel()),
                   "embedding_bag: expected per_sample_weights to be 1D with the same number of elements as input "
                   "({}), got {}", input.numel(), per_sample_weights.describe());
+  if (weight.is_cuda()) return embedding_bag_cuda(weight, input, offsets, bags, mode, per_sample_weights, sparse);
+  BRAID_CHECK_ARG(input.device().is_cpu() && offsets.device().is_cpu(),
+                  "embedding_bag(): Expected all tensors to be on the same device, but found weight {}, input {} "
+                  "and offsets {}",
+                  weight.describe(), input.describe(), offsets.describe());
   const int64_t nbags = static_cast<int64_t>(bags.start.size()) - 1, dim = weight.size(1);
   const Tensor w = weight.contiguous();
   const Tensor psw = has_psw ? per_sample_weights.to(weight.dtype()).contiguous() : Tensor();

@@ -87,6 +87,12 @@ Tensor to(const Tensor& a, DType dtype) {
   return unary_view("ToCopyBackward", a, a.to(dtype), [d = a.dtype()](const Tensor& g) { return g.to(d); });
 }
 
+Tensor to(const Tensor& a, Device device) {
+  if (!a.defined() || a.device() == device) return a;
+  return unary_view("ToCopyBackward", a, a.to(device),
+                    [from = a.device()](const Tensor& g) { return g.defined() ? g.to(from) : g; });
+}
+
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return record("IndexSelectBackward", {a}, braid::index_select(a, dim, index), {SavedTensor(index, "IndexSelectBackward")},
                 [s = a.shape(), dim](const TensorList& g, SavedTensors& saved) {

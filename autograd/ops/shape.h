@@ -22,6 +22,8 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index);
 Tensor contiguous(const Tensor& a);
 // Converts dtype; the gradient is converted back.
 Tensor to(const Tensor& a, DType dtype);
+// Copies to `device` (the same tensor when already there); the gradient goes back to `a`'s device.
+Tensor to(const Tensor& a, Device device);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -22,4 +22,12 @@ Batch Batch::slice(int64_t begin, int64_t end) const {
   return out;
 }
 
+Batch Batch::to(Device device) const {
+  Batch out;
+  out.inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) out.inputs.push_back(t.defined() ? t.to(device) : t);
+  if (target.defined()) out.target = target.to(device);
+  return out;
+}
+
 }  // namespace braid::runtime

@@ -66,6 +66,8 @@ struct Batch {
   // Rows [begin, end) of every tensor (views): the micro-batches of the hybrid job's uneven mode
   // (data.uneven).
   Batch slice(int64_t begin, int64_t end) const;
+  // Every tensor copied to `device` (this batch itself when it is already there): a CUDA trainer's input.
+  Batch to(Device device) const;
 };
 
 enum class Split { Train, Test };

@@ -137,6 +137,14 @@ std::string to_string(DataKind v) {
   return "?";
 }
 
+std::string to_string(DeviceKind v) { return v == DeviceKind::Cuda ? "cuda" : "cpu"; }
+
+Backend trainers_backend(const JobSpec& job) {
+  return job.devices.trainer() == DeviceKind::Cuda ? Backend::Nccl : job.backend;
+}
+
+Backend world_backend(const JobSpec& job) { return job.backend == Backend::Nccl ? Backend::Gloo : job.backend; }
+
 std::string to_string(RpcTransport v) {
   switch (v) {
     case RpcTransport::Auto: return "auto";
@@ -161,6 +169,12 @@ json to_json(const JobSpec& job) {
   json j;
   j["name"] = job.name;
   j["backend"] = to_string(job.backend);
+  // Per role only where set, so that `--set device=cuda` moves every role that follows `device`.
+  const auto role_device = [](const std::optional<DeviceKind>& kind) {
+    return kind ? json(to_string(*kind)) : json(nullptr);
+  };
+  j["device"] = to_string(job.devices.all);
+  j["devices"] = {{"trainers", role_device(job.devices.trainers)}, {"workers", role_device(job.devices.workers)}};
   j["rpc"] = {{"transport", to_string(job.rpc.transport)}, {"timeout_s", job.rpc.timeout_s}};
   j["roles"] = {{"trainers", job.roles.trainers},
                 {"workers", job.roles.workers},

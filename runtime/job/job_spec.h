@@ -2,6 +2,7 @@
 //
 //   name: hybrid                      # default: the file's stem
 //   backend: gloo                     # mpi | gloo | nccl: the default process group and DDP/FSDP's
+//   device: cpu                       # cpu | cuda; per role: devices: {trainers: cuda, workers: cpu}
 //   rpc: {transport: auto, timeout_s: 60}
 //   roles: {trainers: [0, 1, 2, 3], workers: [4], master: 5}   # or counts: {trainers: 4, workers: 1, master: 1}
 //   plugins: [libmy_losses.so]        # shared libraries that register models, losses, data kinds, comm hooks
@@ -46,6 +47,19 @@ enum class DataKind { Synthetic, Csv, Binary, HybridExamples, Npy, Registered };
 // interleaved: DistributedSampler's rank::num_replicas; contiguous: trainer t takes the t-th block.
 enum class Partition { Interleaved, Contiguous };
 enum class ShardingStrategy { FullShard, ShardGradOp, NoShard, HybridShard };
+// Where a role computes. Cuda: each rank takes cuda:<its local rank> among the devices it sees
+// (CUDA_VISIBLE_DEVICES applies), runtime/run/rank_device.h.
+enum class DeviceKind { Cpu, Cuda };
+
+// `device` (every computing role) and `devices` (per role, ahead of `device`). The master only drives
+// the job and has no device; a driving first trainer computes on the trainers' device.
+struct DevicesSpec {
+  DeviceKind all = DeviceKind::Cpu;
+  std::optional<DeviceKind> trainers;  // unset: `all`
+  std::optional<DeviceKind> workers;   // unset: `all`
+  DeviceKind trainer() const { return trainers.value_or(all); }
+  DeviceKind worker() const { return workers.value_or(all); }
+};
 
 // Which ranks play which role. After parsing, the three are explicit rank lists (counts are expanded in
 // order: trainers first, then workers, then the master), disjoint, and there is at least one trainer.
@@ -188,7 +202,10 @@ struct FailureSpec {
 struct JobSpec {
   std::string file;  // the job file's path as given ("" for a job made in code)
   std::string name;
+  // The trainers' group's backend for CPU trainers (DDP and FSDP reduce over it) and the default group's.
+  // nccl needs CUDA trainers; CUDA trainers always reduce over nccl (trainers_backend()).
   Backend backend = Backend::Gloo;
+  DevicesSpec devices;
   RpcSpec rpc;
   RolesSpec roles;
   ModelSpec model;
@@ -221,6 +238,12 @@ void apply_override(JobSpec& job, const std::string& assignment);
 // names the assignment it is about (every one, for a check across keys); `job` is unchanged on error.
 void apply_overrides(JobSpec& job, const std::vector<std::string>& assignments);
 
+// What the trainers' group reduces over: nccl when the trainers compute on CUDA, else `backend`.
+Backend trainers_backend(const JobSpec& job);
+// The default group over every rank (control messages, CPU tensors of every role): `backend`, or gloo
+// when that is nccl (NCCL cannot carry the CPU roles' tensors).
+Backend world_backend(const JobSpec& job);
+
 // InvalidArgument when the roles do not name exactly ranks 0..world_size-1.
 void check_world_size(const JobSpec& job, int world_size);
 
@@ -235,5 +258,6 @@ std::string to_string(OptimizerKind v);
 std::string to_string(DataKind v);
 std::string to_string(ShardingStrategy v);
 std::string to_string(RpcTransport v);
+std::string to_string(DeviceKind v);
 
 }  // namespace braid::runtime

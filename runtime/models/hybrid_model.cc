@@ -151,9 +151,11 @@ nn::TensorList HybridModel::forward_many(const nn::TensorList& inputs) {
                   fc1_->in_features(), shape_str(dense_in.shape()), shape_str(sparse_in.shape()));
   // The remote embedding goes first, as in the torch test (the order of the RPCs fixes the order of the
   // distributed backward's sends).
-  const Tensor sparse = em_->forward(sparse_in);
+  // The remote parts answer with CPU tensors; the trainer's own layers may be on CUDA (devices.trainers).
+  const Device here = dense_in.device();
+  const Tensor sparse = autograd::to(em_->forward(sparse_in), here);
   const Tensor dense = (*fc1_)(dense_in);
-  const Tensor hidden = net_->forward(autograd::cat({dense, sparse}, 1));
+  const Tensor hidden = autograd::to(net_->forward(autograd::cat({dense, sparse}, 1)), here);
   return {(*fc2_runner_)(hidden)};
 }
 

@@ -138,7 +138,8 @@ void Driver::create_remote_parts() {
       rank = r >= 0 && r <= std::numeric_limits<int>::max() ? static_cast<int>(r) : -1;
     }
     BRAID_CHECK_ARG(role_of(job_, rank) == Role::Worker, "model.args.worker: rank {} is not a worker", rank);
-    const std::string device = worker_name(rank) + "/cpu";
+    // On the worker's own device (devices.workers), as it published it at start-up.
+    const std::string device = worker_name(rank) + "/" + RankService::instance().device_of(rank);
     auto module = std::make_shared<dist_autograd::RemoteModule>(device, parts[i].module_class, parts[i].args);
     parts_.push_back({RemotePartHandle{parts[i].name, device, parts[i].module_class, module->module_rref()}, rank});
     // Named on its worker, so that any rank can look it up (instance_registry.h).

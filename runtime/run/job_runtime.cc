@@ -1,5 +1,7 @@
 #include "runtime/run/job_runtime.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "rpc/api.h"
 #include "runtime/network_env.h"
+#include "runtime/run/rank_device.h"
 #include "runtime/run/rank_service.h"
 #include "store/rendezvous.h"
 
@@ -29,6 +32,12 @@ constexpr int kRpcThreads = 16;
 std::mutex g_mu;
 std::shared_ptr<collectives::ProcessGroup> g_trainers;  // GUARDED_BY(g_mu)
 HybridShardGroups g_hybrid;                             // GUARDED_BY(g_mu)
+Device g_device = Device::cpu();                        // GUARDED_BY(g_mu)
+
+void set_process_device(Device device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_device = device;
+}
 
 void set_process_trainers_group(std::shared_ptr<collectives::ProcessGroup> group) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -71,6 +80,11 @@ std::shared_ptr<collectives::ProcessGroup> process_trainers_group() {
   return g_trainers;
 }
 
+Device process_device() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_device;
+}
+
 HybridShardGroups process_hybrid_shard_groups() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_hybrid;
@@ -87,6 +101,9 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   world_size_ = env.world_size;
   role_ = role_of(job, rank_);
   stamp_log_identity(env, role_name(role_));
+  // Before any rendezvous: a CUDA role on a host without a GPU is this rank's error, named at once.
+  device_ = rank_device(job, role_, rank_, env.local_rank, local_devices());
+  set_process_device(device_);
 
   // The rendezvous waits as long as RPC calls may: the slowest rank to start bounds it.
   const auto timeout = std::max(seconds_to_ms(job.rpc.timeout_s), std::chrono::milliseconds(30'000));
@@ -113,13 +130,21 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
     collectives::trace::set_default_dir(
         (std::filesystem::absolute(job.file).parent_path() / ("braid-trace-" + job.name)).string());
   }
-  RankService::publish_process(*store_, rank_);
-  collectives::init_process_group(to_string(job.backend), init);
+  RankService::publish_process(*store_, rank_, device_.str());
+  collectives::init_process_group(to_string(world_backend(job)), init);
   RankService::instance().read_processes(*store_, world_size_);  // every rank is in: all are published
   // BRAID_FAULT: every rank is in the default group (so inside braid run, its signals handled), none yet in
   // the trainers' group or RPC.
   fault::point("rendezvous");
-  trainers_ = collectives::new_group(job.roles.trainers);
+  collectives::NewGroupOptions trainer_options;
+  if (trainers_backend(job) != world_backend(job)) {
+    // Every rank runs the same check on the same table, so all stop together, before NCCL would.
+    check_trainer_devices(job, RankService::instance().device_placement());
+    trainer_options.backend = to_string(trainers_backend(job));
+    trainer_options.pg_options = init.group;
+    trainer_options.pg_options->cuda_device = device_.is_cuda() ? device_.index : -1;
+  }
+  trainers_ = collectives::new_group(job.roles.trainers, trainer_options);
   set_process_trainers_group(trainers_);
   set_process_hybrid_shard_groups(make_hybrid_shard_groups(job, rank_));
 
@@ -145,8 +170,12 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   // "(rpc.transport tcp)" when asked for, "(rpc.transport auto: braid was built with UCX ...)" when chosen.
   const std::string why = agent.transport_reason() == "asked for" ? o.transport : agent.transport_reason();
   logging::get("braid.run")->log(rank_ == 0 ? spdlog::level::info : spdlog::level::debug,
-                                 "joined the job: {} ranks, backend {}, rpc over {} (rpc.transport {})", world_size_,
-                                 to_string(job.backend), agent.transport_name(), why);
+                                 "joined the job: {} ranks, backend {}{}, rpc over {} (rpc.transport {}), device {}",
+                                 world_size_, to_string(world_backend(job)),
+                                 trainers_backend(job) == world_backend(job)
+                                     ? std::string()
+                                     : fmt::format(" (trainers over {})", to_string(trainers_backend(job))),
+                                 agent.transport_name(), why, device_.str());
   // Once per job, where every rank runs: what an operator checks first on a multi-node job.
   if (is_driver()) logging::get("braid.run")->info("{} ranks on {}", world_size_, RankService::instance().placement());
 }

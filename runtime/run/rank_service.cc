@@ -184,20 +184,23 @@ std::string proc_key(int rank) { return fmt::format("braid/process/{}", rank); }
 
 }  // namespace
 
-void RankService::publish_process(store::Store& store, int rank) {
-  store.set(proc_key(rank), store::to_bytes(fmt::format("{} {}", LocalPeers::this_host(), ::getpid())));
+void RankService::publish_process(store::Store& store, int rank, const std::string& device) {
+  store.set(proc_key(rank), store::to_bytes(fmt::format("{} {} {}", LocalPeers::this_host(), ::getpid(), device)));
 }
 
 void RankService::read_processes(store::Store& store, int world_size) {
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(proc_key(r));
   LocalPeers::Table found;
+  std::map<int, std::string> devices;
   const auto values = store.multi_get(keys, std::chrono::milliseconds(10'000));
   for (int r = 0; r < world_size; ++r) {
     std::istringstream entry(store::to_string(values[static_cast<size_t>(r)]));
     std::string host;
     long pid = 0;
+    std::string device;
     if (entry >> host >> pid) found[r] = {host, pid};
+    if (entry >> device) devices[r] = device;
   }
   int self = -1;
   {
@@ -206,7 +209,25 @@ void RankService::read_processes(store::Store& store, int world_size) {
   }
   peers_.set(std::move(found), self);  // outside mu_: the two locks are never nested
   std::lock_guard<std::mutex> lock(mu_);
+  devices_ = std::move(devices);
   in_group_since_ = std::chrono::steady_clock::now();
+}
+
+std::map<int, std::string> RankService::device_placement() const {
+  const LocalPeers::Table table = peers_.table();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, std::string> out;
+  for (const auto& [r, device] : devices_) {
+    const auto it = table.find(r);
+    out[r] = fmt::format("{} {}", it == table.end() ? std::string("?") : it->second.first, device);
+  }
+  return out;
+}
+
+std::string RankService::device_of(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = devices_.find(rank);
+  return it == devices_.end() ? "cpu" : it->second;
 }
 
 std::optional<std::chrono::steady_clock::time_point> RankService::in_default_group_since() const {

@@ -93,12 +93,18 @@ class RankService {
   // The driver's: called (on a transport thread, must not block) for every peer failure; empty clears it.
   void set_peer_failure_listener(std::function<void(int peer, const std::string& reason)> listener);
 
-  // Where each rank's process runs ("host pid"): every rank publishes its own in the job's store at
+  // Where each rank's process runs ("host pid device"): every rank publishes its own in the job's store at
   // start-up, and reads them all once every rank is in (after the default group), so that it can tell
   // which peer on its own host is gone or stopped when a launcher ends the job without saying why
   // (mpirun, srun); a signal handler cannot use the store, which the main thread may be blocked in.
-  static void publish_process(store::Store& store, int rank);
+  // `device` is where the rank computes ("cpu", "cuda:1"): the driver places remote parts on their
+  // worker's device, and the trainers' NCCL group is checked for two trainers on one device.
+  static void publish_process(store::Store& store, int rank, const std::string& device = "cpu");
   void read_processes(store::Store& store, int world_size);
+  // From read_processes(): rank -> "host cuda:0" style placement, and one rank's device ("cpu" when
+  // unknown).
+  std::map<int, std::string> device_placement() const;
+  std::string device_of(int rank) const;
   // When read_processes() ran: every rank was in the default group then (run_job's PeerWatch).
   std::optional<std::chrono::steady_clock::time_point> in_default_group_since() const;
   // "rank 2 (worker) died (its process, pid 123, is gone); rank 0 (trainer) has exited (pid 122)": the
@@ -138,6 +144,7 @@ class RankService {
   int64_t step_ = 0;                        // GUARDED_BY(mu_)
   std::map<int, std::string> dead_;          // GUARDED_BY(mu_)
   LocalPeers peers_;  // its own lock
+  std::map<int, std::string> devices_;  // GUARDED_BY(mu_): rank -> device, from read_processes()
   std::optional<std::chrono::steady_clock::time_point> in_group_since_;  // GUARDED_BY(mu_)
   std::mutex listener_mu_;  // taken before mu_, never after
   std::function<void(int, const std::string&)> peer_listener_;  // GUARDED_BY(listener_mu_)

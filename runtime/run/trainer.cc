@@ -65,7 +65,7 @@ std::vector<RemotePartHandle> decode_parts(const Value& value) {
 
 Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::ProcessGroup> trainers,
                  const std::vector<RemotePartHandle>& parts)
-    : job_(job), index_(index), num_trainers_(static_cast<int>(job.roles.trainers.size())), group_(std::move(trainers)) {
+    : job_(job), device_(process_device()), index_(index), num_trainers_(static_cast<int>(job.roles.trainers.size())), group_(std::move(trainers)) {
   BRAID_CHECK_ARG(!(job.data.uneven && job.ddp.mode == DdpMode::Inside && !job.fsdp.enabled),
                   "{}: data.uneven needs ddp.mode outside or none (join() is the outer DDP's)", job.file);
   for (const auto& p : parts) {
@@ -82,6 +82,7 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
                    .wrap_inside = nullptr};
   if (use_ddp && job.ddp.mode == DdpMode::Inside) {
     build.wrap_inside = [this, ddp_options, &job](std::shared_ptr<nn::Module> sub) -> std::shared_ptr<nn::Module> {
+      sub->to(device_);  // DDP's buckets take the device of the parameters it wraps
       auto ddp = std::make_shared<parallel::DistributedDataParallel>(std::move(sub), ddp_options);
       resume_parts_.ddps.push_back(ddp);
       if (!job.ddp.comm_hook.empty()) {
@@ -96,6 +97,7 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   model_ = build_model(job.model.kind, build, where);
   // Before DDP or FSDP wraps the module: every trainer reads the same file, so they start equal.
   if (!job.model.init_from.empty()) load_initial_weights(*model_, job.model);
+  if (device_.is_cuda()) model_->to(device_);
   if (use_ddp && job.ddp.mode == DdpMode::Outside) {
     ddp_ = std::make_shared<parallel::DistributedDataParallel>(model_, ddp_options);
     resume_parts_.ddps.push_back(ddp_);
@@ -124,9 +126,9 @@ Trainer::Trainer(const JobSpec& job, int index, std::shared_ptr<collectives::Pro
   BRAID_CHECK_ARG(train_ != nullptr && train_->size() > 0, "{}: data: the training split is empty", job.file);
   test_ = make_dataset(job.data, Split::Test);
   sampler_.emplace(train_->size(), num_trainers_, index_, job.data, job.train.seed);
-  logging::get("braid.run")->debug("trainer {} of {}: model {} with {} local parameters, {} remote parts, {} samples",
-                                   index_, num_trainers_, job.model.kind, named_params().size(), remote_.size(),
-                                   sampler_->num_samples());
+  logging::get("braid.run")->debug(
+      "trainer {} of {}: model {} on {} with {} local parameters, {} remote parts, {} samples", index_, num_trainers_,
+      job.model.kind, device_, named_params().size(), remote_.size(), sampler_->num_samples());
 }
 
 Trainer::~Trainer() = default;
@@ -162,7 +164,7 @@ Value Trainer::train_step(int64_t step, int64_t epoch, const std::vector<EpochSe
   if (data_log->should_log(spdlog::level::debug)) {
     data_log->debug("trainer {}: step {} (epoch {}): samples {}", index_, step, epoch + 1, fmt::join(indices, " "));
   }
-  const Batch full = train_->gather(indices);
+  const Batch full = train_->gather(indices).to(device_);
   // Micro-batches: rows [begin, end) of the batch.
   const int64_t rows = full.size();
   // data.micro_batch rows each; uneven inputs without a size take two halves of the batch (the torch test
@@ -246,7 +248,7 @@ Value Trainer::evaluate() {
     autograd::NoGradGuard no_grad;
     front().eval();
     for (int64_t b = 0; b < s.num_batches(job_.train.batch_size); ++b) {
-      const Batch batch = test_->gather(s.batch_indices(b, job_.train.batch_size));
+      const Batch batch = test_->gather(s.batch_indices(b, job_.train.batch_size)).to(device_);
       const Tensor output = front()(batch.inputs).at(0);
       const auto n = static_cast<double>(batch.size());
       loss_sum += compute_job_loss(job_, output, batch.target).item<double>() * n;

@@ -110,6 +110,9 @@ class Trainer {
   std::vector<std::pair<std::string, Tensor>> named_params() const;
 
   const JobSpec job_;
+  // Where the model, its batches and its optimizer live (devices.trainers, job_runtime.h process_device):
+  // the model is built on the CPU, the same on every trainer, and moved before DDP or FSDP wraps it.
+  const Device device_;
   const int index_;
   const int num_trainers_;
   std::shared_ptr<collectives::ProcessGroup> group_;

@@ -33,5 +33,20 @@ void arg_reduce_rows(bool is_max, const Tensor& out, const Tensor& in);
 // c <- a x b for 2-D views of one floating dtype (float32, float64, float16, bfloat16) through cuBLAS
 // (blas.cc); shapes already checked, c does not alias a or b unless it is replaced by a temporary.
 void gemm(const Tensor& c, const Tensor& a, const Tensor& b);
+// Indexing along `dim` with index values already checked on the host; index int64 or int32 on the
+// device. out <- a[index] along dim: out has index's shape (gather) or a's with index.numel() at dim
+// (index_select, index 1-D). scatter_add: self[index] += src along dim, over index's shape.
+void gather(const Tensor& out, const Tensor& a, int64_t dim, const Tensor& index);
+void index_select(const Tensor& out, const Tensor& a, int64_t dim, const Tensor& index);
+void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+// embedding_bag's forward and weight gradient (launch.h EmbeddingBagArgs): weight contiguous [V, D] of a
+// floating dtype; input and offsets int64 on the device; per_sample_weights of the weight's dtype or
+// undefined; mode 0 sum, 1 mean, 2 max. out [B, D]; argmax [B, D] int64 for max. grad_weight is zeroed
+// [V, D].
+void embedding_bag(const Tensor& out, const Tensor& argmax, const Tensor& weight, const Tensor& input,
+                   const Tensor& offsets, const Tensor& per_sample_weights, int mode);
+void embedding_bag_backward(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& argmax,
+                            const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights, int mode);
 
 }  // namespace braid::cuda

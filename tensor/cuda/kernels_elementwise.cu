@@ -229,7 +229,7 @@ struct BinaryLaunch {
 
 // --- unary ops: operator()(T a) returns the output element
 
-enum class Fn { Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Abs };
+enum class Fn { Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Erf, Abs };
 template <class T, Fn F>
 struct FloatOp {  // floating T only
   __device__ T operator()(T v) const {
@@ -241,6 +241,7 @@ struct FloatOp {  // floating T only
     else if constexpr (F == Fn::Sqrt) return T(m_sqrt(x));
     else if constexpr (F == Fn::Tanh) return T(m_tanh(x));
     else if constexpr (F == Fn::Sigmoid) return T(M(1) / (M(1) + m_exp(-x)));
+    else if constexpr (F == Fn::Erf) return T(m_erf(x));
     else return T(m_abs(x));
   }
 };
@@ -318,6 +319,7 @@ struct UnaryLaunch {
         case UnaryOp::Sqrt: return run<T>(FloatOp<T, Fn::Sqrt>{});
         case UnaryOp::Tanh: return run<T>(FloatOp<T, Fn::Tanh>{});
         case UnaryOp::Sigmoid: return run<T>(FloatOp<T, Fn::Sigmoid>{});
+        case UnaryOp::Erf: return run<T>(FloatOp<T, Fn::Erf>{});
         case UnaryOp::Abs: return run<T>(FloatOp<T, Fn::Abs>{});
         case UnaryOp::Sign: return run<T>(SignOp<T>{});
         case UnaryOp::Relu: return run<T>(ReluOp<T>{});
@@ -335,7 +337,8 @@ struct UnaryLaunch {
         case UnaryOp::Log:
         case UnaryOp::Sqrt:
         case UnaryOp::Tanh:
-        case UnaryOp::Sigmoid: return kNeedsFloat;
+        case UnaryOp::Sigmoid:
+        case UnaryOp::Erf: return kNeedsFloat;
         default: return "unknown unary op";
       }
     }

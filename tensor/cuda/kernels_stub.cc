@@ -17,5 +17,15 @@ void where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { not_bui
 void reduce_rows(ReduceKind, const Tensor&, const Tensor&, double) { not_built("reduce"); }
 void arg_reduce_rows(bool, const Tensor&, const Tensor&) { not_built("argmax/argmin"); }
 void gemm(const Tensor&, const Tensor&, const Tensor&) { not_built("mm"); }
+void gather(const Tensor&, const Tensor&, int64_t, const Tensor&) { not_built("gather"); }
+void index_select(const Tensor&, const Tensor&, int64_t, const Tensor&) { not_built("index_select"); }
+void scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { not_built("scatter_add"); }
+void embedding_bag(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int) {
+  not_built("embedding_bag");
+}
+void embedding_bag_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            int) {
+  not_built("embedding_bag backward");
+}
 
 }  // namespace braid::cuda

@@ -55,4 +55,31 @@ const char* reduce_rows(ReduceKind kind, const KernelTensor& out, const KernelTe
 const char* arg_reduce_rows(bool is_max, const KernelTensor& out, const KernelTensor& in, int64_t rows,
                             int64_t n);
 
+// Indexing. Every operand is viewed over the index's sizes: `a` (or `self`) with a stride of 0 along the
+// indexed dim, whose offset the index supplies, `step` elements per index unit. Index values were checked on
+// the host. gather (which index_select and embedding use): out[o] = a[a_off + index[i] * step].
+const char* gather(const KernelTensor& out, const KernelTensor& index, const KernelTensor& a, int64_t step);
+// self[s_off + index[i] * step] += src[...], atomically: duplicate indices add up (floats in any order).
+const char* scatter_add(const KernelTensor& self, const KernelTensor& index, const KernelTensor& src, int64_t step);
+
+// embedding_bag over a contiguous weight [V, dim] of a floating dtype; input [n] and offsets [nbags] are
+// int64 on the device (checked on the host), per_sample_weights [n] of the weight's dtype or null.
+struct EmbeddingBagArgs {
+  const void* weight = nullptr;
+  int dtype = 0;
+  int64_t dim = 0;
+  const int64_t* input = nullptr;
+  const int64_t* offsets = nullptr;
+  int64_t nbags = 0;
+  int64_t n = 0;
+  const void* per_sample_weights = nullptr;
+  int mode = 0;  // 0 sum, 1 mean, 2 max
+};
+// out [nbags, dim] (every element written; an empty bag gives 0); argmax [nbags, dim] for max (-1 for an
+// empty bag), else null.
+const char* embedding_bag(const EmbeddingBagArgs& a, void* out, int64_t* argmax);
+// grad_weight [V, dim], zeroed by the caller, += the weight's gradient from grad_out [nbags, dim].
+const char* embedding_bag_backward(const EmbeddingBagArgs& a, const void* grad_out, const int64_t* argmax,
+                                   void* grad_weight);
+
 }  // namespace braid::cuda::launch

@@ -201,6 +201,7 @@ DType unary_result(UnaryOp op, DType a, const Context& who) {
     case UnaryOp::Sqrt:
     case UnaryOp::Tanh:
     case UnaryOp::Sigmoid:
+    case UnaryOp::Erf:
       return is_floating(a) ? a : DType::Float32;
     case UnaryOp::Relu:
       BRAID_CHECK_ARG(a != DType::Bool, "relu: Boolean inputs not supported for relu ({})", who.str());
@@ -461,6 +462,7 @@ Tensor exp(const Tensor& a) { return unary(UnaryOp::Exp, a); }
 Tensor log(const Tensor& a) { return unary(UnaryOp::Log, a); }
 Tensor sqrt(const Tensor& a) { return unary(UnaryOp::Sqrt, a); }
 Tensor tanh(const Tensor& a) { return unary(UnaryOp::Tanh, a); }
+Tensor erf(const Tensor& a) { return unary(UnaryOp::Erf, a); }
 Tensor sigmoid(const Tensor& a) { return unary(UnaryOp::Sigmoid, a); }
 Tensor relu(const Tensor& a) { return unary(UnaryOp::Relu, a); }
 Tensor abs(const Tensor& a) { return unary(UnaryOp::Abs, a); }

@@ -74,6 +74,7 @@ Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
+Tensor erf(const Tensor& a);  // the error function (floating results, as tanh)
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor abs(const Tensor& a);

@@ -273,6 +273,7 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& a) {
     case UnaryOp::Log: return floating([](M x) { return std::log(x); });
     case UnaryOp::Sqrt: return floating([](M x) { return std::sqrt(x); });
     case UnaryOp::Tanh: return floating([](M x) { return std::tanh(x); });
+    case UnaryOp::Erf: return floating([](M x) { return std::erf(x); });
     case UnaryOp::Sigmoid: return floating([](M x) { return M(1) / (M(1) + std::exp(-x)); });
     case UnaryOp::Relu:
       // (x < 0) ? 0 : x keeps NaN and -0.0 as PyTorch's clamp_min-based relu does.

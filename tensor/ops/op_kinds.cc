@@ -38,6 +38,7 @@ std::string_view op_name(UnaryOp op) {
     case UnaryOp::Abs: return "abs";
     case UnaryOp::Sign: return "sign";
     case UnaryOp::LogicalNot: return "logical_not";
+    case UnaryOp::Erf: return "erf";
   }
   return "unknown unary op";
 }

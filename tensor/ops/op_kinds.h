@@ -21,7 +21,7 @@ enum class BinaryOp : uint8_t {
 };
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Abs, Sign, LogicalNot,
+  Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Abs, Sign, LogicalNot, Erf,
 };
 
 enum class ReduceKind : uint8_t { Sum, Prod, Max, Min, NormP, All, Any };

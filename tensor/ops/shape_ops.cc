@@ -1,9 +1,11 @@
 // Joining, splitting and indexing. cat/stack/split/chunk are views plus copy_, so they work on any device
-// and dtype that copy_ supports; the indexing ops walk index tensors on the CPU.
+// and dtype that copy_ supports. The indexing ops check every index value on the host (a CUDA index is
+// read back first), then run on the operands' device (tensor/cuda/kernels.h on CUDA).
 #include "tensor/ops/shape_ops.h"
 
 #include <cstring>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/loop.h"
 
@@ -12,8 +14,11 @@ namespace {
 
 std::string sizes_list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
-void check_cpu(const char* op, const Tensor& t) {
-  BRAID_CHECK_ARG(!t.is_cuda(), "{}: CUDA tensors are not supported yet (got {})", op, t.describe());
+// PyTorch's words for operands on different devices.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  BRAID_CHECK_ARG(a.device() == b.device(),
+                  "{}(): Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+                  op, a.device(), b.device());
 }
 
 void check_index_dtype(const char* op, const Tensor& index) {
@@ -21,9 +26,10 @@ void check_index_dtype(const char* op, const Tensor& index) {
                   "{}(): Expected dtype int64 (or int32) for index, got {}", op, index.describe());
 }
 
-// Index values of an int64/int32 index tensor in row-major order.
+// Index values of an int64/int32 index tensor in row-major order (a CUDA index is read back: every
+// value is checked on the host before a kernel trusts it).
 std::vector<int64_t> index_values(const Tensor& index) {
-  const Tensor c = index.contiguous();
+  const Tensor c = index.cpu().contiguous();
   std::vector<int64_t> v(static_cast<size_t>(c.numel()));
   if (c.dtype() == DType::Int64) {
     if (!v.empty()) std::memcpy(v.data(), c.data_ptr(), v.size() * sizeof(int64_t));
@@ -182,8 +188,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
-  check_cpu("index_select", a);
-  check_cpu("index_select", index);
+  check_same_device("index_select", a, index);
   check_index_dtype("index_select", index);
   BRAID_CHECK_ARG(index.dim() <= 1, "index_select(): Index is supposed to be a vector, got {}", index.describe());
   const int64_t d = wrap_dim(dim, a.dim(), "index_select");
@@ -196,6 +201,13 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   }
   const int64_t size = a.size(d);
   for (int64_t i : idx) check_in_range("index_select", i, d, size);
+  if (a.is_cuda()) {
+    Shape shape = a.shape();
+    shape[d] = static_cast<int64_t>(idx.size());
+    Tensor out = Tensor::empty(shape, TensorOptions(a.dtype(), a.device()));
+    if (out.numel() > 0) cuda::index_select(out, a, d, index);
+    return out;
+  }
   // Viewed as [outer, size, inner] contiguous, each pick is one block of inner elements.
   const Tensor src = a.contiguous();
   Shape out_shape = a.shape();
@@ -218,14 +230,18 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
-  check_cpu("gather", a);
-  check_cpu("gather", index);
+  check_same_device("gather", a, index);
   check_index_dtype("gather", index);
   const int64_t d = wrap_dim(dim, a.dim(), "gather");
   check_scatter_gather_shapes("gather", a, d, index, nullptr);
-  Tensor out = Tensor::empty(index.shape(), a.dtype());
+  Tensor out = Tensor::empty(index.shape(), TensorOptions(a.dtype(), a.device()));
   if (out.numel() == 0) return out;
   const int64_t size = a.dim() == 0 ? 1 : a.size(d);
+  if (a.is_cuda()) {
+    for (int64_t ix : index_values(index)) check_in_range("gather", ix, d, size);
+    cuda::gather(out, a, d, index);
+    return out;
+  }
   const int64_t step = a.dim() == 0 ? 0 : a.stride(d) * static_cast<int64_t>(a.element_size());
   const size_t nd = index.shape().size();
   const auto rows = detail::make_rows<3>(
@@ -247,9 +263,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_cpu("scatter_add", self);
-  check_cpu("scatter_add", index);
-  check_cpu("scatter_add", src);
+  check_same_device("scatter_add", self, index);
+  check_same_device("scatter_add", self, src);
   check_index_dtype("scatter_add", index);
   BRAID_CHECK_ARG(self.dtype() == src.dtype(),
                   "scatter_add(): Expected self.dtype to be equal to src.dtype (self {}, src {})", self.describe(),
@@ -264,6 +279,10 @@ const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index,
   // Validate every index before the first write, so an error leaves self untouched.
   for (int64_t ix : index_values(index)) check_in_range("scatter_add", ix, d, size);
   self.bump_version();
+  if (self.is_cuda()) {
+    cuda::scatter_add(self, d, index, src);
+    return self;
+  }
   const int64_t step = self.dim() == 0 ? 0 : self.stride(d) * static_cast<int64_t>(self.element_size());
   const size_t nd = index.shape().size();
   Shape src_strides(nd, 0);

@@ -31,6 +31,12 @@ def check_job_file(braid, expect):
     r = run(braid, ["check", hybrid])
     expect("check ok", r.returncode == 0 and "hybrid.yaml: ok" in r.stdout and "hybrid: 6 ranks (trainers 0-3, "
            "workers 4, master 5), backend gloo, model hybrid, 3 steps" in r.stdout, r)
+    r = run(braid, ["check", hybrid, "--set", "devices={trainers: cuda, workers: cpu}"])
+    expect("check names where each role computes and what the CUDA trainers reduce over", r.returncode == 0
+           and "backend gloo (trainers over nccl), trainers on cuda, workers on cpu, model hybrid" in r.stdout, r)
+    r = run(braid, ["check", hybrid, "--set", "device=gpu"])
+    expect("check refuses a device it does not know, naming the key and the choices",
+           r.returncode == 2 and "device: 'gpu' is not one of cpu, cuda" in r.stderr, r)
     r = run(braid, ["check", os.path.join(JOBS, "bad_unknown_key.yaml")])
     expect("check bad job exits 2 naming file, line, key and the suggestion", r.returncode == 2 and r.stdout == ""
            and "bad_unknown_key.yaml:5: train.batchsize: unknown key; did you mean 'batch_size'?" in r.stderr, r)

@@ -391,6 +391,13 @@ def case_errors(braid, mpiexec, tmp):
            r.returncode != 0 and "--resume" in r.stderr and "checkpoint.dir" in r.stderr and "training" not in r.stderr, r)
     r = run([braid, "run", HYBRID], timeout=60)
     expect("no launcher: exit 2, how to start it", r.returncode == 2 and "needs 6 processes" in r.stderr, r)
+    # A CUDA role on a host without a GPU: every rank on CUDA stops before any rendezvous, naming itself.
+    if not json.loads(run([braid, "info", "--json"]).stdout)["devices"]["cuda"]:
+        t0 = time.time()
+        r = run(mpirun(mpiexec, braid, 6, [HYBRID, "--set", "devices.trainers=cuda"]), timeout=60)
+        expect(f"devices.trainers cuda without a GPU: refused at once ({time.time() - t0:.1f} s), the rank and role named",
+               r.returncode != 0 and "the job asks for device cuda on rank 0 (trainer), but this host has no CUDA "
+               "device" in r.stderr and "training" not in r.stderr, r)
     # --resume from a checkpoint of another model (the FSDP example's, 32 inputs, into digits' 64, which
     # reshards it as it is not sharded the same way): the file read and the mismatch named, and the
     # checkpoint left as it was.

@@ -315,8 +315,8 @@ TEST_CASE("to_json holds every key and parses back to the same job", "[job]") {
   for (const char* name : {"hybrid.yaml", "csv.yaml", "minimal.yaml"}) {
     const JobSpec job = parse_job_file(fixture(name));
     const nlohmann::json j = to_json(job);
-    for (const char* key : {"name", "backend", "rpc", "roles", "model", "loss", "data", "optimizer", "ddp", "fsdp",
-                            "train", "checkpoint", "log", "failure", "status_file"}) {
+    for (const char* key : {"name", "backend", "device", "devices", "rpc", "roles", "model", "loss", "data",
+                            "optimizer", "ddp", "fsdp", "train", "checkpoint", "log", "failure", "status_file"}) {
       CHECK(j.contains(key));
     }
     CHECK(j["train"]["batch_size"].is_number_integer());

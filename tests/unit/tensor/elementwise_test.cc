@@ -208,6 +208,7 @@ double ref_unary(UnaryOp op, double x) {
     case UnaryOp::Abs: return std::abs(x);
     case UnaryOp::Sign: return static_cast<double>((0 < x) - (x < 0));
     case UnaryOp::LogicalNot: return x == 0;
+    case UnaryOp::Erf: return std::erf(x);
   }
   return 0;
 }
@@ -232,6 +233,7 @@ TEST_CASE("elementwise: every unary op on every dtype matches the reference", "[
       {UnaryOp::Log, [](const Tensor& a) { return log(a); }},
       {UnaryOp::Sqrt, [](const Tensor& a) { return sqrt(a); }},
       {UnaryOp::Tanh, [](const Tensor& a) { return tanh(a); }},
+      {UnaryOp::Erf, [](const Tensor& a) { return erf(a); }},
       {UnaryOp::Sigmoid, [](const Tensor& a) { return sigmoid(a); }},
       {UnaryOp::Relu, [](const Tensor& a) { return relu(a); }},
       {UnaryOp::Abs, [](const Tensor& a) { return abs(a); }},
@@ -247,7 +249,7 @@ TEST_CASE("elementwise: every unary op on every dtype matches the reference", "[
         continue;
       }
       const bool transcendental = op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Sqrt ||
-                                  op == UnaryOp::Tanh || op == UnaryOp::Sigmoid;
+                                  op == UnaryOp::Tanh || op == UnaryOp::Sigmoid || op == UnaryOp::Erf;
       const DType compute = transcendental && !is_floating(dt) ? DType::Float32 : dt;
       const DType result = op == UnaryOp::LogicalNot ? DType::Bool : compute;
       const Tensor got = fn(a);
