@@ -13,7 +13,8 @@
 #   make asan    the same tests in build-asan, compiled with -fsanitize=address,undefined
 #   make tsan    the same tests in build-tsan, compiled with -fsanitize=thread
 #   make check-all  make test, then the sanitizer builds on the unit tests and a few multi-process suites
-#                (SAN_TESTS below): what CI cannot afford on every run (two more builds), run before a release
+#                (SAN_UNIT, SAN_MP below): what CI cannot afford on every run (two more builds), run before a
+#                release; `make check-sanitizers` is that second half alone
 #   make fuzz    build every libFuzzer target of fuzz/ in build-fuzz (clang, -fsanitize=fuzzer,address,undefined)
 #                and run each for FUZZ_SECONDS; prints per target the executions and any crash
 #                (docs/FUZZING.md). `make test` replays the committed corpora without clang.
@@ -66,7 +67,7 @@ TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack
 SAN_UNIT := -L unit
 SAN_MP := -R "^(collectives_mp/(mpi|gloo)/np2|rpc_mp/tcp/np2|rpc_mp/ucx/np2|dist_autograd_mp/tcp/np2)$$"
 
-.PHONY: all setup configure build run test install package bench asan tsan check-all fuzz clean
+.PHONY: all setup configure build run test install package bench asan tsan check-all check-sanitizers fuzz clean
 
 all: build
 
@@ -110,7 +111,10 @@ tsan: setup
 	cmake --build build-tsan -j$(JOBS)
 	$(TSAN_ENV) ctest --test-dir build-tsan $(CTEST_FLAGS)
 
-check-all: test
+check-all: test check-sanitizers
+
+# check-all's share after `make test`: the two sanitizer builds and their tests.
+check-sanitizers: setup
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBRAID_SANITIZE=address,undefined $(CMAKE_ARGS)
 	cmake --build build-asan -j$(JOBS)
 	$(ASAN_ENV) ctest --test-dir build-asan $(CTEST_FLAGS) $(SAN_UNIT)
