@@ -54,6 +54,13 @@ struct AllgatherCoalescedCall {
   TensorList& inputs;
   const AllgatherOptions& options;
 };
+// outputs[i] = cat over ranks of inputs[i], one fused operation over every pair.
+struct AllgatherIntoTensorCoalescedCall {
+  static constexpr std::string_view kName = "allgather_into_tensor_coalesced";
+  TensorList& outputs;
+  TensorList& inputs;
+  const AllgatherOptions& options;
+};
 struct GatherCall {
   static constexpr std::string_view kName = "gather";
   std::vector<TensorList>& outputs;
@@ -76,6 +83,13 @@ struct ReduceScatterTensorCall {
   static constexpr std::string_view kName = "reduce_scatter_tensor";
   Tensor& output;
   Tensor& input;
+  const ReduceScatterOptions& options;
+};
+// outputs[i] = chunk `rank` of the reduction of every rank's inputs[i], one fused operation.
+struct ReduceScatterTensorCoalescedCall {
+  static constexpr std::string_view kName = "reduce_scatter_tensor_coalesced";
+  TensorList& outputs;
+  TensorList& inputs;
   const ReduceScatterOptions& options;
 };
 struct AlltoallCall {
@@ -111,8 +125,9 @@ struct BarrierCall {
 };
 
 using Call = std::variant<BroadcastCall, AllreduceCall, AllreduceCoalescedCall, ReduceCall, AllgatherCall,
-                          AllgatherIntoTensorCall, AllgatherCoalescedCall, GatherCall, ScatterCall, ReduceScatterCall,
-                          ReduceScatterTensorCall, AlltoallCall, AlltoallSingleCall, SendCall, RecvCall, BarrierCall>;
+                          AllgatherIntoTensorCall, AllgatherCoalescedCall, AllgatherIntoTensorCoalescedCall, GatherCall,
+                          ScatterCall, ReduceScatterCall, ReduceScatterTensorCall, ReduceScatterTensorCoalescedCall,
+                          AlltoallCall, AlltoallSingleCall, SendCall, RecvCall, BarrierCall>;
 
 // "allreduce", "recv_anysource", ...: the public method the call came from.
 inline std::string_view call_name(const Call& call) {

@@ -89,6 +89,8 @@ class Engine {
   // Refuses, at call time, a receive from any source when the engine cannot match one (NCCL). Throw
   // through checks::fail.
   virtual void check_any_source(const checks::Caller& /*caller*/) const {}
+  // Refuses, at call time, a send or receive tag the engine would not honour (NCCL: any but 0).
+  virtual void check_tag(const checks::Caller& /*caller*/, int /*tag*/) const {}
 
   // Which dtypes the engine reduces natively. The group converts others (bool -> uint8, float16/bfloat16
   // -> float32) before calling a primitive.

@@ -61,6 +61,16 @@ std::shared_ptr<Work> ProcessGroup::allgather_coalesced(std::vector<TensorList>&
   Call call = AllgatherCoalescedCall{outputs, inputs, options};
   return issue(call);
 }
+std::shared_ptr<Work> ProcessGroup::allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
+                                                                    const AllgatherOptions& options) {
+  Call call = AllgatherIntoTensorCoalescedCall{outputs, inputs, options};
+  return issue(call);
+}
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(TensorList& outputs, TensorList& inputs,
+                                                                    const ReduceScatterOptions& options) {
+  Call call = ReduceScatterTensorCoalescedCall{outputs, inputs, options};
+  return issue(call);
+}
 std::shared_ptr<Work> ProcessGroup::gather(std::vector<TensorList>& outputs, TensorList& inputs,
                                            const GatherOptions& options) {
   Call call = GatherCall{outputs, inputs, options};

@@ -65,6 +65,10 @@ class ProcessGroup {
   // outputs[r] is rank r's list of inputs.
   std::shared_ptr<Work> allgather_coalesced(std::vector<TensorList>& outputs, TensorList& inputs,
                                             const AllgatherOptions& options = {});
+  // outputs[i] = cat(inputs[i] of every rank) along dim 0, for every i, as one operation (torch's
+  // allgather_into_tensor_coalesced): one dtype and device across the lists.
+  std::shared_ptr<Work> allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
+                                                        const AllgatherOptions& options = {});
   // The root's outputs[0] (ws tensors) receives every rank's single input; non-roots pass no outputs.
   std::shared_ptr<Work> gather(std::vector<TensorList>& outputs, TensorList& inputs, const GatherOptions& options = {});
   // Every rank's single output receives the root's inputs[0][rank]; non-roots pass no inputs.
@@ -75,6 +79,10 @@ class ProcessGroup {
                                        const ReduceScatterOptions& options = {});
   // output receives chunk `rank` (along dim 0) of the reduction of every rank's input.
   std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, Tensor& input, const ReduceScatterOptions& options = {});
+  // outputs[i] receives chunk `rank` of the reduction of every rank's inputs[i], for every i, as one
+  // operation (torch's reduce_scatter_tensor_coalesced).
+  std::shared_ptr<Work> reduce_scatter_tensor_coalesced(TensorList& outputs, TensorList& inputs,
+                                                        const ReduceScatterOptions& options = {});
   // outputs[r] receives rank r's inputs[this rank].
   std::shared_ptr<Work> alltoall(TensorList& outputs, TensorList& inputs, const AllToAllOptions& options = {});
   // Splits along dim 0 (equal when the split lists are empty).

@@ -131,6 +131,14 @@ void NcclEngine::check_reduce(const checks::Caller& caller, ReduceOp op, DType d
   }
 }
 
+void NcclEngine::check_tag(const checks::Caller& caller, int tag) const {
+  if (tag == 0) return;
+  checks::fail(caller, fmt::format("the nccl backend does not match messages by tag (got tag {}): NCCL pairs each "
+                                   "direction's sends and receives in posting order; use tag 0 and post them in "
+                                   "the same order on both ranks, or use gloo or mpi",
+                                   tag));
+}
+
 void NcclEngine::check_any_source(const checks::Caller& caller) const {
   checks::fail(caller, "recv from any source is not supported by NCCL (it matches messages by sender); use recv with a source "
                "rank, or the gloo or mpi backend");
@@ -412,11 +420,11 @@ bool NcclEngine::barrier(const OpContext& ctx) {
 
 // ---- point to point ----
 
+
 int NcclEngine::lanes() const { return 1; }
 
 void NcclEngine::post_send(const Tensor& buffer, int dst, int /*tag*/, const Deadline& deadline,
                            std::shared_ptr<Work> work) {
-  // Tags are not sent: NCCL matches a pair's messages in posting order (see nccl_p2p.h).
   BRAID_CHECK_ARG(dst >= 0 && dst < size() && dst != rank(), "{}: invalid destination rank {} (group of {} ranks)",
                   work->what(), dst, size());
   BRAID_CHECK_ARG(buffer.is_cuda() && buffer.device().index == device_,

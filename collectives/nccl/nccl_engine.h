@@ -80,6 +80,8 @@ class NcclEngine final : public Engine {
   void check_reduce(const checks::Caller& caller, ReduceOp op, DType dtype, bool sparse) const override;
   // NCCL cannot receive from any source: always InvalidArgument.
   void check_any_source(const checks::Caller& caller) const override;
+  // NCCL has no tags: any tag but 0 is refused rather than ignored.
+  void check_tag(const checks::Caller& caller, int tag) const override;
 
  private:
   // The body of one op: the NCCL calls (run under the communicator's lock) and CUDA work on the lane's

@@ -115,6 +115,51 @@ void check(const checks::Caller& c, const AllgatherCoalescedCall& call, const En
   }
 }
 
+namespace {
+
+// The coalesced tensor forms: two lists of one length, dense, of one dtype, on devices the engine takes.
+void coalesced_pairs(const checks::Caller& c, const TensorList& outputs, const TensorList& inputs, const Engine& engine) {
+  checks::non_empty(c, inputs, "input tensor list");
+  if (outputs.size() != inputs.size()) {
+    checks::fail(c, fmt::format("requires as many output tensors as input tensors (got {} outputs, {} inputs)",
+                                outputs.size(), inputs.size()));
+  }
+  checks::dense(c, inputs);
+  checks::dense(c, outputs);
+  checks::same_type(c, inputs);
+  checks::same_type(c, outputs, &inputs[0]);
+  checks::device(c, inputs, engine.accepts_cuda(), engine.accepts_cpu());
+  checks::device(c, outputs, engine.accepts_cuda(), engine.accepts_cpu());
+}
+
+// Pair i's `whole` holds world size x its `part`'s elements (the gathered output, the scattered input).
+void whole_is_size_times_part(const checks::Caller& c, const TensorList& whole, const char* whole_name,
+                              const TensorList& part, const char* part_name) {
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (whole[i].numel() != part[i].numel() * c.size) {
+      checks::fail(c, fmt::format("invalid tensor size at index {}: {} has {} elements, expected {} (world size {} x "
+                                  "{} {})",
+                                  i, whole_name, whole[i].numel(), part[i].numel() * c.size, c.size, part_name,
+                                  part[i].numel()));
+    }
+  }
+}
+
+}  // namespace
+
+void check(const checks::Caller& c, const AllgatherIntoTensorCoalescedCall& call, const Engine& engine) {
+  coalesced_pairs(c, call.outputs, call.inputs, engine);
+  whole_is_size_times_part(c, call.outputs, "output", call.inputs, "input");
+}
+
+void check(const checks::Caller& c, const ReduceScatterTensorCoalescedCall& call, const Engine& engine) {
+  coalesced_pairs(c, call.outputs, call.inputs, engine);
+  whole_is_size_times_part(c, call.inputs, "input", call.outputs, "output");
+  const ReduceOp op = call.options.reduce_op;
+  checks::reduce_op(c, op, call.inputs[0].dtype(), false);
+  engine.check_reduce(c, op, call.inputs[0].dtype(), false);
+}
+
 void check(const checks::Caller& c, const GatherCall& call, const Engine& engine) {
   checks::gather_lists(c, call.options.root_rank, call.outputs, call.inputs);
   checks::dense(c, call.inputs);

@@ -16,10 +16,12 @@ void check(const checks::Caller& c, const ReduceCall& call, const Engine& engine
 void check(const checks::Caller& c, const AllgatherCall& call, const Engine& engine);
 void check(const checks::Caller& c, const AllgatherIntoTensorCall& call, const Engine& engine);
 void check(const checks::Caller& c, const AllgatherCoalescedCall& call, const Engine& engine);
+void check(const checks::Caller& c, const AllgatherIntoTensorCoalescedCall& call, const Engine& engine);
 void check(const checks::Caller& c, const GatherCall& call, const Engine& engine);
 void check(const checks::Caller& c, const ScatterCall& call, const Engine& engine);
 void check(const checks::Caller& c, const ReduceScatterCall& call, const Engine& engine);
 void check(const checks::Caller& c, const ReduceScatterTensorCall& call, const Engine& engine);
+void check(const checks::Caller& c, const ReduceScatterTensorCoalescedCall& call, const Engine& engine);
 void check(const checks::Caller& c, const AlltoallCall& call, const Engine& engine);
 // Also works out every rank's element counts and offsets from the splits.
 struct AlltoallCounts {

@@ -315,6 +315,17 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(AllgatherCoalescedCall& c) {
                  });
 }
 
+std::shared_ptr<Work> EngineProcessGroup::issue_one(AllgatherIntoTensorCoalescedCall& c) {
+  call_checks::check(caller(c.kName), c, *network_);
+  const bool d = health_.detail();
+  return enqueue({"allgather_into_tensor_coalesced", c.options.timeout,
+                  d ? fmt::format("allgather_into_tensor_coalesced{}", describe_tensors(c.inputs)) : "",
+                  total_bytes(c.inputs) * size(), {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.inputs, {})}},
+                 [this, outs = c.outputs, ins = c.inputs](const OpContext& ctx) {
+                   return bodies::allgather_into_tensor_coalesced({router_, rank(), size()}, outs, ins, ctx);
+                 });
+}
+
 std::shared_ptr<Work> EngineProcessGroup::issue_one(GatherCall& c) {
   call_checks::check(caller(c.kName), c, *network_);
   const int root = static_cast<int>(c.options.root_rank);
@@ -358,6 +369,18 @@ std::shared_ptr<Work> EngineProcessGroup::issue_one(ReduceScatterTensorCall& c) 
                   {c.input.numel(), c.output.numel(), c.input.dtype()}},
                  [this, output = c.output, input = c.input, op, scratch = c.options.input_is_scratch](const OpContext& ctx) {
                    return bodies::reduce_scatter_tensor({router_, rank(), size()}, output, input, op, scratch, ctx);
+                 });
+}
+
+std::shared_ptr<Work> EngineProcessGroup::issue_one(ReduceScatterTensorCoalescedCall& c) {
+  call_checks::check(caller(c.kName), c, *network_);
+  const ReduceOp op = c.options.reduce_op;
+  const bool d = health_.detail();
+  return enqueue({"reduce_scatter_tensor_coalesced", c.options.timeout,
+                  d ? fmt::format("reduce_scatter_tensor_coalesced {}{}", op, describe_tensors(c.outputs)) : "",
+                  total_bytes(c.inputs), {numel_of(c.inputs), numel_of(c.outputs), dtype_of(c.inputs, {})}},
+                 [this, outs = c.outputs, ins = c.inputs, op](const OpContext& ctx) {
+                   return bodies::reduce_scatter_tensor_coalesced({router_, rank(), size()}, outs, ins, op, ctx);
                  });
 }
 
@@ -406,6 +429,7 @@ std::shared_ptr<Work> EngineProcessGroup::post_p2p(const char* op, TensorList& t
                                                     bool is_send) {
   const bool any_source = std::string_view(op) == "recv_anysource";
   if (any_source) network_->check_any_source(caller(op));
+  network_->check_tag(caller(op), tag);
   call_checks::check_p2p(caller(op), tensors, peer, tag, is_send, any_source, *network_);
   throw_if_unusable(op);
   const std::string what = peer == -1 ? fmt::format("{} (tag {}, any source) on group '{}' (rank {}/{}, {})", op, tag,

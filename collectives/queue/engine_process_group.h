@@ -113,10 +113,12 @@ class EngineProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> issue_one(AllgatherCall& c);
   std::shared_ptr<Work> issue_one(AllgatherIntoTensorCall& c);
   std::shared_ptr<Work> issue_one(AllgatherCoalescedCall& c);
+  std::shared_ptr<Work> issue_one(AllgatherIntoTensorCoalescedCall& c);
   std::shared_ptr<Work> issue_one(GatherCall& c);
   std::shared_ptr<Work> issue_one(ScatterCall& c);
   std::shared_ptr<Work> issue_one(ReduceScatterCall& c);
   std::shared_ptr<Work> issue_one(ReduceScatterTensorCall& c);
+  std::shared_ptr<Work> issue_one(ReduceScatterTensorCoalescedCall& c);
   std::shared_ptr<Work> issue_one(AlltoallCall& c);
   std::shared_ptr<Work> issue_one(AlltoallSingleCall& c);
   std::shared_ptr<Work> issue_one(SendCall& c);

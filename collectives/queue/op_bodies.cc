@@ -122,6 +122,31 @@ TensorList allgather_coalesced(const Env& env, const std::vector<TensorList>& ou
   return concat_lists(outs);
 }
 
+TensorList allgather_into_tensor_coalesced(const Env& env, const TensorList& outs, const TensorList& ins,
+                                           const OpContext& ctx) {
+  const DType dt = flat::move_dtype(ins[0].dtype());
+  const Device device = ins[0].device();
+  Tensor in = flat::pack(ins, dt);
+  const int64_t total = in.numel();
+  Tensor out = flat::flat_buffer(total * env.size, dt, device);
+  if (total > 0) env.router.allgather(in, out, ctx);
+  const Tensor blocks = out.view({env.size, total});
+  int64_t offset = 0;
+  for (const Tensor& o : outs) {
+    const int64_t n = o.numel() / env.size;
+    const Tensor pieces = blocks.narrow(1, offset, n);  // piece `offset` of every rank's block
+    if (o.is_contiguous() && o.dtype() == dt) {
+      o.view({env.size, n}).copy_(pieces);
+    } else {
+      Tensor staged = flat::flat_buffer(n * env.size, dt, device);
+      staged.view({env.size, n}).copy_(pieces);
+      flat::unpack(staged, {o});
+    }
+    offset += n;
+  }
+  return outs;
+}
+
 TensorList gather(const Env& env, const std::vector<TensorList>& outs, const TensorList& ins, int root,
                   const OpContext& ctx) {
   const DType dt = flat::move_dtype(ins[0].dtype());
@@ -181,6 +206,33 @@ TensorList reduce_scatter_tensor(const Env& env, const Tensor& output, const Ten
   }
   flat::copy_into(output, out);
   return TensorList{output};
+}
+
+TensorList reduce_scatter_tensor_coalesced(const Env& env, const TensorList& outs, const TensorList& ins, ReduceOp op,
+                                           const OpContext& ctx) {
+  const DType dtype = ins[0].dtype();
+  const DType rd = reduce_dtype(env, dtype);
+  const EngineOp eop = flat::engine_op(op, dtype);
+  const Device device = ins[0].device();
+  int64_t total = 0;
+  for (const Tensor& o : outs) total += o.numel();
+  if (total == 0) return outs;
+  Tensor in = flat::flat_buffer(total * env.size, rd, device);
+  const Tensor chunks = in.view({env.size, total});
+  int64_t offset = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const int64_t n = outs[i].numel();
+    chunks.narrow(1, offset, n).copy_(flat::as_buffer(ins[i], rd).view({env.size, n}));
+    offset += n;
+  }
+  Tensor out = flat::flat_buffer(total, rd, device);
+  pre_scale(in, op);
+  OpContext engine_ctx = ctx;
+  engine_ctx.input_is_scratch = true;  // `in` is this op's own buffer
+  env.router.reduce_scatter(in, out, eop, engine_ctx);
+  post_scale(out, op, env.size);
+  flat::unpack(out, outs);
+  return outs;
 }
 
 TensorList alltoall(const Env& env, const TensorList& outs, const TensorList& ins, const OpContext& ctx) {

@@ -30,6 +30,10 @@ TensorList allgather(const Env& env, const std::vector<TensorList>& outs, const 
 TensorList allgather_into_tensor(const Env& env, const Tensor& output, const Tensor& input, const OpContext& ctx);
 TensorList allgather_coalesced(const Env& env, const std::vector<TensorList>& outs, const TensorList& ins,
                                const OpContext& ctx);
+// Every pair in one engine op: rank r's block of the gathered buffer holds its inputs in order, and output i
+// takes piece i of every block.
+TensorList allgather_into_tensor_coalesced(const Env& env, const TensorList& outs, const TensorList& ins,
+                                           const OpContext& ctx);
 TensorList gather(const Env& env, const std::vector<TensorList>& outs, const TensorList& ins, int root,
                   const OpContext& ctx);
 TensorList scatter(const Env& env, const TensorList& outs, const std::vector<TensorList>& ins, int root,
@@ -38,6 +42,10 @@ TensorList reduce_scatter(const Env& env, const TensorList& outs, const TensorLi
                           const OpContext& ctx);
 TensorList reduce_scatter_tensor(const Env& env, const Tensor& output, const Tensor& input, ReduceOp op,
                                  bool input_is_scratch, const OpContext& ctx);
+// Every pair in one engine op: the inputs are interleaved into one buffer whose chunk r holds chunk r of
+// every input, in order, so that rank r's share of the reduction is its outputs, in order.
+TensorList reduce_scatter_tensor_coalesced(const Env& env, const TensorList& outs, const TensorList& ins, ReduceOp op,
+                                           const OpContext& ctx);
 TensorList alltoall(const Env& env, const TensorList& outs, const TensorList& ins, const OpContext& ctx);
 // Element counts and offsets of every rank's piece, as the group worked them out from the splits.
 struct AlltoallLayout {

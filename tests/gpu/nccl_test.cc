@@ -255,6 +255,9 @@ TEST_CASE("nccl: bitwise reductions, any-source receives, CPU and sparse tensors
   CHECK_THROWS_WITH(pg->recv_anysource(recv, 0), Catch::Contains("any source"));
   CHECK_THROWS_AS(pg->send(recv, -1, 0), InvalidArgument);
   CHECK_THROWS_AS(pg->send(recv, 1, 0), InvalidArgument);
+  // Tags would be ignored by NCCL: refused instead, before the peer is looked at.
+  CHECK_THROWS_WITH(pg->send(recv, 0, 3), Catch::Contains("does not match messages by tag (got tag 3)"));
+  CHECK_THROWS_WITH(pg->recv(recv, 0, 1), Catch::Contains("does not match messages by tag"));
   TensorList host{zeros({4}, DType::Float32)};
   CHECK_THROWS_WITH(pg->allreduce(host), Catch::Contains("unsupported device type"));
   TensorList sparse{SparseTensor::from_dense(values(DType::Float32, {4, 3}, 1)).to_tensor()};

@@ -20,6 +20,7 @@
 #include "collectives/registry/round_robin.h"
 #include "collectives/registry/group_registry.h"
 #include "tests/mp/support/mp_test.h"
+#include "tests/mp/support/registry_scope.h"
 
 using namespace braid;
 using namespace braid::mp;
@@ -27,23 +28,6 @@ using namespace braid::collectives;
 using Catch::Contains;
 
 namespace {
-
-// init_process_group on this test case's store; destroy_process_group when the case ends.
-struct Registry {
-  explicit Registry(MpFixture& f, Millis timeout = kTestGroupTimeout) {
-    InitOptions o;
-    o.store = f.store();
-    o.rank = f.rank();
-    o.world_size = f.size();
-    o.group.timeout = timeout;
-    init_process_group(f.backend(), o);
-  }
-  ~Registry() {
-    if (is_initialized()) destroy_process_group();
-  }
-  Registry(const Registry&) = delete;
-  Registry& operator=(const Registry&) = delete;
-};
 
 // Every rank's value of `v`, gathered over `pg` (a group whose own counters the test does not watch).
 std::vector<int64_t> gather_values(MpFixture& f, ProcessGroup& pg, int64_t v) {
