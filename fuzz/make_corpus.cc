@@ -19,6 +19,7 @@
 #include "nn/safetensors.h"
 #include "nn/serialize.h"
 #include "rpc/ucx/ucx_envelope.h"
+#include "rpc/value_bytes.h"
 #include "rpc/value_codec.h"
 #include "rpc/wire.h"
 #include "store/tcp_store_request.h"
@@ -192,6 +193,19 @@ void rpc_value(CorpusWriter& w) {
   }
 }
 
+// Whole objects as the object collectives send them: the input is the bytes, no mode byte.
+void object_bytes(CorpusWriter& w) {
+  rpc::Dict d;
+  d.set("n", rpc::Value(int64_t{3}));
+  d.set("x", rpc::Value(0.25));
+  d.set("s", rpc::Value(std::string("\0bytes", 6)));
+  d.set("t", rpc::Value(braid::from_vector<float>({1.f, 2.f}, {2})));
+  d.set("l", rpc::Value(rpc::ValueList{rpc::Value(), rpc::Value(true), rpc::Value(rpc::Tuple{})}));
+  w.write_raw("object_bytes", "dict", rpc::value_to_bytes(rpc::Value(d)));
+  w.write_raw("object_bytes", "int", rpc::value_to_bytes(rpc::Value(int64_t{-7})));
+  w.write_raw("object_bytes", "empty-tensor", rpc::value_to_bytes(rpc::Value(braid::from_vector<double>({}, {0, 3}))));
+}
+
 void ucx_envelope(CorpusWriter& w) {
   namespace ucx = braid::rpc::ucx_detail;
   ucx::Envelope env;
@@ -309,6 +323,7 @@ int main(int argc, char** argv) {
   store_frames(w);
   rpc_wire(w);
   rpc_value(w);
+  object_bytes(w);
   ucx_envelope(w);
   job_yaml(w);
   npy(w);

@@ -30,13 +30,14 @@ ALLOWED = {
     "autograd": {"tensor", "base"},
     "collectives": {"tensor", "store", "security", "base"},
     "rpc": {"tensor", "store", "security", "base"},
+    "object_collectives": {"collectives", "rpc", "tensor", "base"},
     "nn": {"autograd", "tensor", "base"},
     "parallel": {"nn", "autograd", "collectives", "tensor", "base"},
     "dist_autograd": {"nn", "autograd", "rpc", "tensor", "base"},
-    "runtime": {"parallel", "dist_autograd", "nn", "autograd", "collectives", "rpc", "store", "security", "tensor",
-                "base"},
-    "bench": {"runtime", "parallel", "dist_autograd", "nn", "autograd", "collectives", "rpc", "store", "security",
-              "tensor", "base"},
+    "runtime": {"parallel", "dist_autograd", "object_collectives", "nn", "autograd", "collectives", "rpc", "store",
+                "security", "tensor", "base"},
+    "bench": {"runtime", "parallel", "dist_autograd", "object_collectives", "nn", "autograd", "collectives", "rpc",
+              "store", "security", "tensor", "base"},
     "cli": {"bench", "runtime", "base"},
 }
 LAYERS = list(ALLOWED)
