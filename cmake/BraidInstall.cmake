@@ -30,7 +30,8 @@ install(EXPORT braidTargets NAMESPACE braid:: DESTINATION ${BRAID_CMAKE_INSTALL_
 
 # Headers: every layer's, under include/braid/<layer>/, so that the installed tree includes them exactly as
 # the source tree does ("runtime/plugin/plugin.h"); the generated base/config.h goes with them.
-foreach(_layer base tensor store autograd collectives rpc object_collectives nn parallel dist_autograd runtime bench cli)
+foreach(_layer base tensor store autograd collectives rpc object_collectives nn parallel dist_autograd runtime bench
+               cli)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/braid
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
 endforeach()

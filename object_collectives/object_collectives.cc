@@ -249,8 +249,9 @@ void scatter_object_list(std::vector<Value>& output, const std::vector<Value>& i
   wait(call->pg->scatter(size_out, size_in, so));
   wait(call->pg->scatter(data_out, data_in, so));
   const int64_t size = host_ints(size_out[0])[0];
-  BRAID_CHECK_ARG(size >= 0 && size <= width, "scatter_object_list on group '{}': rank {} sent a size {} beyond its {} bytes",
-                  call->pg->name(), src, size, width);
+  BRAID_CHECK_ARG(size >= 0 && size <= width,
+                  "scatter_object_list on group '{}': rank {} sent a size {} beyond its {} bytes", call->pg->name(), src,
+                  size, width);
   const std::vector<uint8_t> got = host_bytes(data_out[0]);
   output[0] = call->decode(static_cast<size_t>(call->pg->rank()), root,
                            std::span<const uint8_t>(got).first(static_cast<size_t>(size)));

@@ -118,7 +118,8 @@ void check(const checks::Caller& c, const AllgatherCoalescedCall& call, const En
 namespace {
 
 // The coalesced tensor forms: two lists of one length, dense, of one dtype, on devices the engine takes.
-void coalesced_pairs(const checks::Caller& c, const TensorList& outputs, const TensorList& inputs, const Engine& engine) {
+void coalesced_pairs(const checks::Caller& c, const TensorList& outputs, const TensorList& inputs,
+                     const Engine& engine) {
   checks::non_empty(c, inputs, "input tensor list");
   if (outputs.size() != inputs.size()) {
     checks::fail(c, fmt::format("requires as many output tensors as input tensors (got {} outputs, {} inputs)",

@@ -52,7 +52,8 @@ void set_process_hybrid_shard_groups(HybridShardGroups groups) {
 // hybrid_shard over trainers t0..tn-1 with shard groups of s: shard groups are the consecutive blocks
 // {t0..ts-1}, {ts..t2s-1}, ...; replicate group i holds the i-th trainer of every block. new_group is
 // collective over the default group, so every rank makes all of them, in this order, and keeps its own.
-HybridShardGroups make_hybrid_shard_groups(const JobSpec& job, int rank) {
+// `options`: the trainers' group's (nccl for CUDA trainers).
+HybridShardGroups make_hybrid_shard_groups(const JobSpec& job, int rank, const collectives::NewGroupOptions& options) {
   HybridShardGroups mine;
   if (!job.fsdp.enabled || job.fsdp.sharding_strategy != ShardingStrategy::HybridShard) return mine;
   const std::vector<int>& t = job.roles.trainers;
@@ -61,13 +62,13 @@ HybridShardGroups make_hybrid_shard_groups(const JobSpec& job, int rank) {
   for (size_t b = 0; b < blocks; ++b) {
     const std::vector<int> ranks(t.begin() + static_cast<std::ptrdiff_t>(b * s),
                                  t.begin() + static_cast<std::ptrdiff_t>((b + 1) * s));
-    auto g = collectives::new_group(ranks);
+    auto g = collectives::new_group(ranks, options);
     if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) mine.shard = std::move(g);
   }
   for (size_t i = 0; i < s; ++i) {
     std::vector<int> ranks;
     for (size_t b = 0; b < blocks; ++b) ranks.push_back(t[b * s + i]);
-    auto g = collectives::new_group(ranks);
+    auto g = collectives::new_group(ranks, options);
     if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) mine.replicate = std::move(g);
   }
   return mine;
@@ -146,7 +147,7 @@ JobRuntime::JobRuntime(const JobSpec& job, const LaunchEnv& env) : job_(job) {
   }
   trainers_ = collectives::new_group(job.roles.trainers, trainer_options);
   set_process_trainers_group(trainers_);
-  set_process_hybrid_shard_groups(make_hybrid_shard_groups(job, rank_));
+  set_process_hybrid_shard_groups(make_hybrid_shard_groups(job, rank_, trainer_options));
 
   rpc::RpcBackendOptions o;
   o.store = store_;
