@@ -25,7 +25,7 @@ endif()
 set(BRAID_MPI_TEST_ENV "")
 if("address" IN_LIST _san_list)
   set(BRAID_MPI_TEST_ENV
-    "ASAN_OPTIONS=protect_shadow_gap=0:fast_unwind_on_malloc=0"
+    "ASAN_OPTIONS=protect_shadow_gap=0:fast_unwind_on_malloc=0:allocator_may_return_null=1"
     "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/sanitizers/lsan.supp:print_suppressions=0"
     "OMPI_MCA_mca_base_component_disable_dlclose=1")
 elseif("thread" IN_LIST _san_list)
