@@ -60,6 +60,28 @@ struct ObjectCall {
     }
   }
 
+  // A list of objects as one byte string and each object's size (broadcast and send carry lists).
+  std::vector<uint8_t> encode_list(const std::vector<Value>& objects, std::vector<int64_t>& sizes) const {
+    std::vector<uint8_t> all;
+    sizes.assign(objects.size(), 0);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      const std::vector<uint8_t> b = encode(i, objects[i]);
+      sizes[i] = static_cast<int64_t>(b.size());
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    return all;
+  }
+
+  // The inverse, from rank `from_group_rank`'s bytes; `sizes` were checked against the limit.
+  void decode_list(int from_group_rank, const std::vector<uint8_t>& all, const std::vector<int64_t>& sizes,
+                   std::vector<Value>& objects) const {
+    size_t at = 0;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      objects[i] = decode(i, from_group_rank, std::span<const uint8_t>(all).subspan(at, static_cast<size_t>(sizes[i])));
+      at += static_cast<size_t>(sizes[i]);
+    }
+  }
+
   Tensor sizes_tensor(const std::vector<int64_t>& sizes) const {
     return from_vector(sizes, {static_cast<int64_t>(sizes.size())}).to(device);
   }
@@ -101,14 +123,7 @@ void broadcast_object_list(std::vector<Value>& objects, int src, const GroupArg&
   const int root = call->group_rank(src);
   const bool is_src = call->pg->rank() == root;
   std::vector<int64_t> sizes(objects.size(), 0);
-  std::vector<uint8_t> all;
-  if (is_src) {
-    for (size_t i = 0; i < objects.size(); ++i) {
-      const std::vector<uint8_t> b = call->encode(i, objects[i]);
-      sizes[i] = static_cast<int64_t>(b.size());
-      all.insert(all.end(), b.begin(), b.end());
-    }
-  }
+  const std::vector<uint8_t> all = is_src ? call->encode_list(objects, sizes) : std::vector<uint8_t>();
   BroadcastOptions o;
   o.root_rank = root;
   TensorList size_list{call->sizes_tensor(sizes)};
@@ -119,13 +134,7 @@ void broadcast_object_list(std::vector<Value>& objects, int src, const GroupArg&
   for (int64_t s : sizes) total += s;
   TensorList data{is_src ? from_vector(all, {total}).to(call->device) : call->bytes_tensor(total)};
   wait(call->pg->broadcast(data, o));
-  if (is_src) return;
-  const std::vector<uint8_t> got = host_bytes(data[0]);
-  size_t at = 0;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    objects[i] = call->decode(i, root, std::span<const uint8_t>(got).subspan(at, static_cast<size_t>(sizes[i])));
-    at += static_cast<size_t>(sizes[i]);
-  }
+  if (!is_src) call->decode_list(root, host_bytes(data[0]), sizes, objects);
 }
 
 namespace {
@@ -250,8 +259,8 @@ void scatter_object_list(std::vector<Value>& output, const std::vector<Value>& i
   wait(call->pg->scatter(data_out, data_in, so));
   const int64_t size = host_ints(size_out[0])[0];
   BRAID_CHECK_ARG(size >= 0 && size <= width,
-                  "scatter_object_list on group '{}': rank {} sent a size {} beyond its {} bytes", call->pg->name(), src,
-                  size, width);
+                  "scatter_object_list on group '{}': rank {} sent a size {} beyond its {} bytes", call->pg->name(),
+                  src, size, width);
   const std::vector<uint8_t> got = host_bytes(data_out[0]);
   output[0] = call->decode(static_cast<size_t>(call->pg->rank()), root,
                            std::span<const uint8_t>(got).first(static_cast<size_t>(size)));
@@ -262,12 +271,7 @@ void send_object_list(const std::vector<Value>& objects, int dst, const GroupArg
   if (!call) return;
   BRAID_CHECK_ARG(!objects.empty(), "send_object_list on group '{}': object_list must not be empty", call->pg->name());
   std::vector<int64_t> sizes;
-  std::vector<uint8_t> all;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    const std::vector<uint8_t> b = call->encode(i, objects[i]);
-    sizes.push_back(static_cast<int64_t>(b.size()));
-    all.insert(all.end(), b.begin(), b.end());
-  }
+  const std::vector<uint8_t> all = call->encode_list(objects, sizes);
   const int peer = call->group_rank(dst);
   TensorList size_list{call->sizes_tensor(sizes)};
   TensorList data{from_vector(all, {static_cast<int64_t>(all.size())}).to(call->device)};
@@ -293,12 +297,7 @@ int recv_object_list(std::vector<Value>& objects, int src, const GroupArg& group
   for (int64_t s : sizes) total += s;
   TensorList data{call->bytes_tensor(total)};
   wait(call->pg->recv(data, from, 0));
-  const std::vector<uint8_t> got = host_bytes(data[0]);
-  size_t at = 0;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    objects[i] = call->decode(i, from, std::span<const uint8_t>(got).subspan(at, static_cast<size_t>(sizes[i])));
-    at += static_cast<size_t>(sizes[i]);
-  }
+  call->decode_list(from, host_bytes(data[0]), sizes, objects);
   return call->global_rank(from);
 }
 

@@ -48,7 +48,8 @@ class Parser {
       fail("", fmt::format("a job is a mapping of keys (name, roles, model, ...), got {}", describe(root)));
     }
     Fields top(root, "",
-               {"name", "backend", "device", "devices", "rpc", "roles", "plugins", "model", "loss", "data", "optimizer", "ddp", "fsdp",
+               {"name", "backend", "device", "devices", "rpc", "roles", "plugins", "model", "loss", "data", "optimizer",
+                "ddp", "fsdp",
                 "train", "checkpoint", "log", "failure", "status_file"});
     JobSpec job;
     job.file = origin_;
@@ -62,7 +63,8 @@ class Parser {
     }
     top.read_enum<Backend>("backend", job.backend,
                            {{"mpi", Backend::Mpi}, {"gloo", Backend::Gloo}, {"nccl", Backend::Nccl}});
-    devices(top, job);
+    job.devices = parse_devices(top);
+    check_backend_device(job);
     rpc(top.raw("rpc"), job.rpc);
     job.roles = parse_roles(top.raw("roles"));
     job.plugins = plugins(top.raw("plugins"));
@@ -102,26 +104,6 @@ class Parser {
   std::string resolve(const std::string& path) const {
     if (path.empty()) return path;
     return (base_ / path).lexically_normal().string();  // an absolute `path` replaces base_
-  }
-
-  void devices(const Fields& top, JobSpec& job) const {
-    static const EnumNames<DeviceKind> kDevices = {{"cpu", DeviceKind::Cpu}, {"cuda", DeviceKind::Cuda}};
-    top.read_enum<DeviceKind>("device", job.devices.all, kDevices);
-    // The master drives the job and computes nothing: it has no device to choose.
-    Fields f(top.raw("devices"), "devices", {"trainers", "workers"});
-    DeviceKind d = DeviceKind::Cpu;
-    if (f.has("trainers")) {
-      f.read_enum<DeviceKind>("trainers", d, kDevices);
-      job.devices.trainers = d;
-    }
-    if (f.has("workers")) {
-      f.read_enum<DeviceKind>("workers", d, kDevices);
-      job.devices.workers = d;
-    }
-    if (job.backend == Backend::Nccl && job.devices.trainer() != DeviceKind::Cuda) {
-      fail("backend", "nccl reduces CUDA tensors, but the trainers compute on the CPU: set device: cuda (or "
-                      "devices.trainers: cuda), or choose backend gloo or mpi");
-    }
   }
 
   void rpc(const json& value, RpcSpec& out) {
