@@ -181,7 +181,7 @@ Message decode_body(const FrameHeader& header, std::span<const uint8_t> body) {
     const auto flags = get<uint8_t>(table, at + 2);
     const auto reserved = get<uint8_t>(table, at + 3);
     at += kTableEntryFixedBytes;
-    BRAID_CHECK_TYPED(WireError, dtype < kAllDTypes.size(), "rpc frame #{}: tensor {} has unknown dtype {}", header.id,
+    BRAID_CHECK_TYPED(WireError, dtype < kDTypeCount, "rpc frame #{}: tensor {} has unknown dtype {}", header.id,
                       index, dtype);
     BRAID_CHECK_TYPED(WireError, ndim <= kMaxTensorDims, "rpc frame #{}: tensor {} has {} dims (at most {})",
                       header.id, index, ndim, kMaxTensorDims);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tensor/complex.h"
 #include "tensor/loop.h"
 #include "tensor/ops/elementwise.h"
 
@@ -24,6 +25,12 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
   BRAID_CHECK_ARG(a.defined() && b.defined(), "allclose: an operand is an undefined tensor");
   BRAID_CHECK_ARG(rtol >= 0 && atol >= 0, "allclose: rtol ({}) and atol ({}) must be non-negative (operands {} and {})",
                   rtol, atol, a.describe(), b.describe());
+  if (is_complex(a.dtype()) || is_complex(b.dtype())) {
+    // Complex operands compare part by part (each part within tolerance), a slightly stricter test than
+    // torch's |a - b| <= atol + rtol * |b| on the complex magnitude.
+    const DType c = promote_types(a.dtype(), b.dtype());
+    return allclose(view_as_real(a.to(c)), view_as_real(b.to(c)), rtol, atol, equal_nan);
+  }
   const Shape shape = detail::broadcast_shapes(a.shape(), b.shape(), "allclose", &a, &b);
   const Tensor x = a.cpu().to(DType::Float64);
   const Tensor y = b.cpu().to(DType::Float64);

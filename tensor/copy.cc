@@ -14,6 +14,18 @@ template <class Dst, class Src>
 Dst convert(Src v) {
   if constexpr (std::is_same_v<Dst, Src>) {
     return v;
+  } else if constexpr (is_complex_v<Src>) {
+    // complex -> complex keeps both parts; complex -> real keeps the real part, as torch's casts do.
+    if constexpr (is_complex_v<Dst>) {
+      using V = typename Dst::value_type;
+      return Dst(static_cast<V>(v.real()), static_cast<V>(v.imag()));
+    } else if constexpr (std::is_same_v<Dst, bool>) {
+      return v != Src(0);
+    } else {
+      return convert<Dst>(v.real());
+    }
+  } else if constexpr (is_complex_v<Dst>) {
+    return Dst(static_cast<typename Dst::value_type>(static_cast<opmath_t<Src>>(v)));
   } else if constexpr (std::is_same_v<Dst, bool>) {
     return static_cast<opmath_t<Src>>(v) != opmath_t<Src>(0);
   } else if constexpr (std::is_same_v<Dst, Half> || std::is_same_v<Dst, BFloat16>) {
@@ -28,8 +40,8 @@ Dst convert(Src v) {
 // CPU copy with conversion; dst and src already have the same (broadcast) shape view.
 void copy_cpu(const Tensor& dst, const Tensor& src) {
   auto rows = detail::rows_for<2>(dst.shape(), {&dst, &src});
-  dispatch(dst.dtype(), "copy_", [&]<class D>() {
-    dispatch(src.dtype(), "copy_", [&]<class S>() {
+  dispatch_with_complex(dst.dtype(), "copy_", [&]<class D>() {
+    dispatch_with_complex(src.dtype(), "copy_", [&]<class S>() {
       detail::for_each_row(rows, [](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
         if constexpr (std::is_same_v<D, S>) {
           if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
@@ -90,7 +102,7 @@ const Tensor& Tensor::fill_(Scalar value) const {
     cuda::fill(*this, value);
     return *this;
   }
-  dispatch(dtype(), "fill_", [&]<class T>() {
+  dispatch_with_complex(dtype(), "fill_", [&]<class T>() {
     const T v = value.to<T>();
     auto rows = detail::rows_for<1>(shape(), {this});
     detail::for_each_row(rows, [v](const std::array<char*, 1>& p, const std::array<int64_t, 1>& s, int64_t n) {
@@ -135,6 +147,10 @@ Tensor Tensor::to(Device target) const {
 Scalar Tensor::item() const {
   BRAID_CHECK_ARG(numel() == 1, "item(): a Tensor with {} elements cannot be converted to Scalar (tensor {})",
                   numel(), describe());
+  BRAID_CHECK_ARG(!is_complex(dtype()),
+                  "item(): braid's Scalar holds no complex numbers; read the {} element with "
+                  "view_as_real(t) or data<std::complex<...>>() (tensor {})",
+                  dtype(), describe());
   const Tensor host = cpu();
   return dispatch(dtype(), "item", [&]<class T>() -> Scalar {
     const T v = *static_cast<const T*>(host.data_ptr());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <complex>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -12,11 +13,19 @@
 
 namespace braid {
 
-enum class DType : uint8_t { Bool, UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+// Complex dtypes come last: the CUDA kernels' dtype codes (tensor/cuda/launch.h) are the real ones' values.
+enum class DType : uint8_t {
+  Bool, UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64, Complex64, Complex128
+};
 
-inline constexpr std::array<DType, 9> kAllDTypes = {DType::Bool,    DType::UInt8,    DType::Int8,
-                                                   DType::Int32,   DType::Int64,    DType::Float16,
-                                                   DType::BFloat16, DType::Float32, DType::Float64};
+// The real dtypes: what every elementwise kernel and reduction handles.
+inline constexpr std::array<DType, 9> kRealDTypes = {DType::Bool,    DType::UInt8,    DType::Int8,
+                                                    DType::Int32,   DType::Int64,    DType::Float16,
+                                                    DType::BFloat16, DType::Float32, DType::Float64};
+// complex64 (two float32: real, imaginary) and complex128 (two float64), laid out as std::complex.
+inline constexpr std::array<DType, 2> kComplexDTypes = {DType::Complex64, DType::Complex128};
+// How many dtypes there are: a DType's value is below this (decoders check wire bytes against it).
+inline constexpr size_t kDTypeCount = kRealDTypes.size() + kComplexDTypes.size();
 
 // Bytes per element.
 size_t element_size(DType dtype);
@@ -28,13 +37,21 @@ std::string_view torch_type_name(DType dtype);
 // Parses a name from dtype_name() (also "float", "double", "half", "long", "int"); nullopt if unknown.
 std::optional<DType> dtype_from_name(std::string_view name);
 
+// float16, bfloat16, float32, float64 (not the complex dtypes, as torch.is_floating_point).
 bool is_floating(DType dtype);
+bool is_complex(DType dtype);
+// complex64 -> float32, complex128 -> float64 (torch's toRealValueType); others unchanged.
+DType real_dtype(DType dtype);
+// float32 (and the 16-bit floats) -> complex64, float64 -> complex128; complex unchanged. Throws for
+// integral dtypes.
+DType complex_dtype(DType dtype);
 // Integer types; bool counts only when include_bool.
 bool is_integral(DType dtype, bool include_bool);
 
 // The result dtype of a binary op on tensors of dtypes a and b (PyTorch's promotion lattice:
 // bool < integers < floating; among floats the wider wins; float16 with bfloat16 gives float32;
-// uint8 with int8 gives int32 because braid has no int16).
+// uint8 with int8 gives int32 because braid has no int16; complex wins over everything, and complex64
+// with float64 gives complex128).
 DType promote_types(DType a, DType b);
 
 // The C++ element type of each dtype, and back.
@@ -48,6 +65,8 @@ template <> struct DTypeTraits<DType::Float16> { using type = Half; };
 template <> struct DTypeTraits<DType::BFloat16> { using type = BFloat16; };
 template <> struct DTypeTraits<DType::Float32> { using type = float; };
 template <> struct DTypeTraits<DType::Float64> { using type = double; };
+template <> struct DTypeTraits<DType::Complex64> { using type = std::complex<float>; };
+template <> struct DTypeTraits<DType::Complex128> { using type = std::complex<double>; };
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
@@ -59,6 +78,12 @@ template <> constexpr DType dtype_of<Half>() { return DType::Float16; }
 template <> constexpr DType dtype_of<BFloat16>() { return DType::BFloat16; }
 template <> constexpr DType dtype_of<float>() { return DType::Float32; }
 template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<std::complex<float>>() { return DType::Complex64; }
+template <> constexpr DType dtype_of<std::complex<double>>() { return DType::Complex128; }
+
+template <class T> struct IsComplex : std::false_type {};
+template <class T> struct IsComplex<std::complex<T>> : std::true_type {};
+template <class T> inline constexpr bool is_complex_v = IsComplex<T>::value;
 
 // The type arithmetic on T is carried out in: float for the 16-bit floats, T otherwise.
 template <class T> struct OpMath { using type = T; };

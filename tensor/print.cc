@@ -140,6 +140,39 @@ Values read_values(const Tensor& host, const std::vector<int64_t>& offsets) {
   return v;
 }
 
+// Complex elements as torch prints them: the real parts and the imaginary parts each get their own
+// formatter (so their widths and notations are chosen apart), joined as "1.5000+2.0000j".
+class ComplexFormatter {
+ public:
+  ComplexFormatter(const Values& re, const Values& im) : re_(re), im_(im) {}
+  size_t width() const { return re_.width() + im_.width() + 1; }
+  std::string format(size_t i) const {
+    std::string im = im_.format(i) + "j";
+    im.erase(0, im.find_first_not_of(' '));
+    if (im[0] == '+' || im[0] == '-') return re_.format(i) + im;
+    return re_.format(i) + "+" + im;
+  }
+
+ private:
+  Formatter re_;
+  Formatter im_;
+};
+
+// The real and imaginary parts of the printed complex elements, as two Values of the parts' dtype.
+std::pair<Values, Values> read_complex_values(const Tensor& host, const std::vector<int64_t>& offsets) {
+  std::pair<Values, Values> v{{real_dtype(host.dtype()), {}, {}}, {real_dtype(host.dtype()), {}, {}}};
+  dispatch_with_complex(host.dtype(), "print", [&]<class T>() {
+    if constexpr (is_complex_v<T>) {
+      const T* p = static_cast<const T*>(host.data_ptr());
+      for (int64_t o : offsets) {
+        v.first.floats.push_back(static_cast<double>(p[o].real()));
+        v.second.floats.push_back(static_cast<double>(p[o].imag()));
+      }
+    }
+  });
+  return v;
+}
+
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string r;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -150,6 +183,7 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 }
 
 // Lays out the formatted elements, taking them in print order.
+template <class Formatter>
 class Layout {
  public:
   Layout(const Shape& shape, const Formatter& f, bool summarize) : shape_(shape), f_(f), summarize_(summarize) {}
@@ -240,16 +274,23 @@ std::string to_string(const Tensor& t) {
     if (dtype != DType::Float32) suffixes.push_back(fmt::format("dtype={}", dtype));
     body = "[]";
   } else {
-    if (dtype != DType::Float32 && dtype != DType::Int64 && dtype != DType::Bool) {
+    // complex64 is the default complex dtype (float32's), which torch leaves unnamed too.
+    if (dtype != DType::Float32 && dtype != DType::Int64 && dtype != DType::Bool && dtype != DType::Complex64) {
       suffixes.push_back(fmt::format("dtype={}", dtype));
     }
     const Tensor host = t.cpu();
     const bool summarize = t.numel() > kThreshold;
     std::vector<int64_t> offsets;
     collect(host, 0, 0, summarize, offsets);
-    const Values v = read_values(host, offsets);
-    const Formatter f(v);
-    body = Layout(host.shape(), f, summarize).tensor_str(0, indent);
+    if (is_complex(dtype)) {
+      const auto [re, im] = read_complex_values(host, offsets);
+      const ComplexFormatter f(re, im);
+      body = Layout<ComplexFormatter>(host.shape(), f, summarize).tensor_str(0, indent);
+    } else {
+      const Values v = read_values(host, offsets);
+      const Formatter f(v);
+      body = Layout<Formatter>(host.shape(), f, summarize).tensor_str(0, indent);
+    }
   }
   return add_suffixes(prefix + body, suffixes, indent);
 }

@@ -33,6 +33,7 @@ class Scalar {
   template <class T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) return kind_ == Kind::Double ? d_ != 0.0 : i_ != 0;
+    else if constexpr (is_complex_v<T>) return T(static_cast<typename T::value_type>(to_double()));
     else if constexpr (is_floating_v<T>) return T(static_cast<opmath_t<T>>(to_double()));
     else return kind_ == Kind::Double ? static_cast<T>(d_) : static_cast<T>(i_);
   }
@@ -51,7 +52,9 @@ class Scalar {
 };
 
 inline DType Scalar::result_dtype_with(DType tensor_dtype) const {
-  if (kind_ == Kind::Double && !braid::is_floating(tensor_dtype)) return DType::Float32;
+  if (kind_ == Kind::Double && !braid::is_floating(tensor_dtype) && !braid::is_complex(tensor_dtype)) {
+    return DType::Float32;
+  }
   if (kind_ == Kind::Int && tensor_dtype == DType::Bool) return DType::Int64;
   return tensor_dtype;
 }

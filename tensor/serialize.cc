@@ -84,8 +84,9 @@ void write_header(const Tensor& h, uint8_t* out) {
 size_t header_bytes(size_t ndim) { return kTensorHeaderFixedBytes + 8 * ndim; }
 
 bool known_dtype(uint8_t value) {
-  return std::any_of(kAllDTypes.begin(), kAllDTypes.end(),
-                     [value](DType d) { return static_cast<uint8_t>(d) == value; });
+  const auto is = [value](DType d) { return static_cast<uint8_t>(d) == value; };
+  return std::any_of(kRealDTypes.begin(), kRealDTypes.end(), is) ||
+         std::any_of(kComplexDTypes.begin(), kComplexDTypes.end(), is);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "collectives/gloo/gloo_engine.h"
 
+#include <complex>
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -58,6 +60,7 @@ void with_element_type(size_t element_size, F&& f) {
     case 2: f.template operator()<uint16_t>(); return;
     case 4: f.template operator()<uint32_t>(); return;
     case 8: f.template operator()<uint64_t>(); return;
+    case 16: f.template operator()<std::complex<double>>(); return;  // complex128: splits keep whole elements
     default: BRAID_THROW(InternalError, "gloo: unexpected element size {}", element_size);
   }
 }

@@ -2,6 +2,7 @@
 
 #include <gloo/math.h>
 
+#include <complex>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
@@ -45,6 +46,23 @@ void wrapping(void* out, const void* in1, const void* in2, size_t count) {
   }
 }
 
+// Complex elements reach the engines only for PRODUCT (sums travel as their real parts: ProcessGroup views
+// complex tensors as real for every other op), but SUM is as cheap to offer.
+template <class C, class Op>
+void complex_elementwise(void* out, const void* in1, const void* in2, size_t count) {
+  C* o = static_cast<C*>(out);
+  const C* a = static_cast<const C*>(in1);
+  const C* b = static_cast<const C*>(in2);
+  for (size_t i = 0; i < count; ++i) o[i] = Op{}(a[i], b[i]);
+}
+
+template <class C>
+ReduceFn complex_function_for(EngineOp op) {
+  if (op == EngineOp::SUM) return &complex_elementwise<C, std::plus<>>;
+  if (op == EngineOp::PRODUCT) return &complex_elementwise<C, std::multiplies<>>;
+  return nullptr;
+}
+
 template <class T>
 ReduceFn function_for(EngineOp op) {
   switch (op) {
@@ -78,7 +96,9 @@ bool reduces_natively(DType dtype) {
     case DType::Int32:
     case DType::Int64:
     case DType::Float32:
-    case DType::Float64: return true;
+    case DType::Float64:
+    case DType::Complex64:
+    case DType::Complex128: return true;
     default: return false;
   }
 }
@@ -92,6 +112,8 @@ ReduceFn reduce_function(DType dtype, EngineOp op) {
     case DType::Int64: fn = function_for<int64_t>(op); break;
     case DType::Float32: fn = function_for<float>(op); break;
     case DType::Float64: fn = function_for<double>(op); break;
+    case DType::Complex64: fn = complex_function_for<std::complex<float>>(op); break;
+    case DType::Complex128: fn = complex_function_for<std::complex<double>>(op); break;
     default: break;
   }
   BRAID_CHECK_ARG(fn != nullptr, "gloo: unsupported reduction operation {} for dtype {}", engine_op_name(op), dtype);

@@ -14,6 +14,8 @@ bool mpi_reduces(DType dtype) {
     case DType::Int64:
     case DType::Float32:
     case DType::Float64:
+    case DType::Complex64:
+    case DType::Complex128:
       return true;
     case DType::Bool:
     case DType::Float16:
@@ -31,6 +33,10 @@ MPI_Datatype mpi_reduce_type(DType dtype) {
     case DType::Int64: return MPI_INT64_T;
     case DType::Float32: return MPI_FLOAT;
     case DType::Float64: return MPI_DOUBLE;
+    // MPI defines SUM and PROD on its C complex types (MPI 3.1, section 5.9.2): exactly the ops complex
+    // tensors may reach an engine with.
+    case DType::Complex64: return MPI_C_FLOAT_COMPLEX;
+    case DType::Complex128: return MPI_C_DOUBLE_COMPLEX;
     case DType::Bool:
     case DType::Float16:
     case DType::BFloat16:
@@ -46,6 +52,7 @@ MPI_Datatype mpi_move_type(DType dtype) {
     case 2: return MPI_UINT16_T;
     case 4: return MPI_UINT32_T;
     case 8: return MPI_UINT64_T;
+    case 16: return MPI_C_DOUBLE_COMPLEX;  // complex128, moved as is
     default: break;
   }
   BRAID_THROW(InternalError, "mpi: no MPI type for elements of {} bytes ({})", element_size(dtype),

@@ -129,6 +129,11 @@ void NcclEngine::check_reduce(const checks::Caller& caller, ReduceOp op, DType d
     checks::fail(caller, fmt::format("unsupported reduction operation {} (NCCL has no bitwise reductions; use the gloo "
                                      "or mpi backend for BAND/BOR/BXOR)", op));
   }
+  // Complex tensors reach the engine whole only for PRODUCT (ProcessGroup views them as real otherwise).
+  if (is_complex(dtype)) {
+    checks::fail(caller, fmt::format("unsupported reduction operation {} on {} tensors (NCCL has no complex type; "
+                                     "SUM and AVG work, or use the gloo or mpi backend)", op, dtype));
+  }
 }
 
 void NcclEngine::check_tag(const checks::Caller& caller, int tag) const {

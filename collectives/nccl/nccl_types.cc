@@ -17,6 +17,14 @@ ncclDataType_t to_nccl(DType dtype) {
     case DType::BFloat16: return ncclBfloat16;
     case DType::Float32: return ncclFloat32;
     case DType::Float64: return ncclFloat64;
+    case DType::Complex64:
+    case DType::Complex128:
+      // ProcessGroup hands NCCL complex tensors as their real parts except for PRODUCT, which NCCL
+      // cannot compute on pairs of reals.
+      BRAID_THROW(InvalidArgument,
+                  "nccl: PRODUCT of {} tensors is not supported (NCCL has no complex type); reduce them with "
+                  "SUM or AVG, or over the gloo or mpi backend",
+                  dtype_name(dtype));
   }
   BRAID_THROW(InternalError, "nccl: unknown dtype {}", static_cast<int>(dtype));
 }

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "collectives/queue/call_checks.h"
+#include "collectives/queue/complex_calls.h"
 #include "collectives/queue/flat_buffers.h"
 #include "collectives/queue/monitored_barrier.h"
 #include "collectives/queue/op_bodies.h"
@@ -134,7 +135,9 @@ void EngineProcessGroup::monitored_barrier(std::optional<Millis> timeout, bool w
 // ---- The op life cycle ----
 
 std::shared_ptr<Work> EngineProcessGroup::issue(Call& call) {
-  return std::visit([this](auto& c) { return issue_one(c); }, call);
+  const auto one = [this](Call& c) { return std::visit([this](auto& x) { return issue_one(x); }, c); };
+  if (complex_calls::any_complex(call)) return complex_calls::issue_with_real_views(caller(call_name(call)), call, one);
+  return one(call);
 }
 
 std::shared_ptr<Work> EngineProcessGroup::enqueue(OpInfo info, Body body) {

@@ -189,7 +189,7 @@ void DistributedDataParallel::verify_params_across_processes(const std::vector<T
     Shape shape(d.begin() + static_cast<std::ptrdiff_t>(at) + 2,
                 d.begin() + static_cast<std::ptrdiff_t>(at) + 2 + d[at + 1]);
     const std::string name =
-        dtype >= 0 && dtype < static_cast<int64_t>(kAllDTypes.size()) ? std::string(dtype_name(static_cast<DType>(dtype))) : "?";
+        dtype >= 0 && dtype < static_cast<int64_t>(kDTypeCount) ? std::string(dtype_name(static_cast<DType>(dtype))) : "?";
     return name + " " + shape_str(shape);
   };
   for (int r = 1; r < pg.size(); ++r) {

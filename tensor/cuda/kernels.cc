@@ -20,7 +20,17 @@ static_assert(launch::dtype_code::kBFloat16 == static_cast<int>(DType::BFloat16)
 static_assert(launch::dtype_code::kFloat32 == static_cast<int>(DType::Float32));
 static_assert(launch::dtype_code::kFloat64 == static_cast<int>(DType::Float64));
 
+// The kernels know the real dtypes only; complex tensors move between devices as bytes (Tensor::to) and
+// are computed on the CPU.
+void check_real(const Tensor& t) {
+  BRAID_CHECK_ARG(!is_complex(t.dtype()),
+                  "CUDA kernels do not support complex tensors (got {}); compute on the CPU, or on "
+                  "view_as_real(t) where the op is elementwise over the parts",
+                  t.describe());
+}
+
 launch::KernelTensor kt(const Tensor& t) {
+  check_real(t);
   BRAID_CHECK_ARG(t.dim() <= launch::kMaxDims, "CUDA kernels support at most {} dims, got tensor {}",
                   launch::kMaxDims, t.describe());
   launch::KernelTensor k;
@@ -43,6 +53,7 @@ void check(const char* err, std::string_view op, const Tensor& out) {
 // `t` viewed over `sizes` with its own strides for its first dims (0 beyond them), and 0 along `zero_dim`
 // (-1: none): the operands of the index launchers.
 launch::KernelTensor kt_over(const Tensor& t, const Shape& sizes, int64_t zero_dim) {
+  check_real(t);
   BRAID_CHECK_ARG(static_cast<int>(sizes.size()) <= launch::kMaxDims, "CUDA kernels support at most {} dims, got {}",
                   launch::kMaxDims, t.describe());
   launch::KernelTensor k;

@@ -17,7 +17,8 @@ namespace {
 
 // PyTorch's canCast: in-place results may not go from floating to integral, nor from non-bool to bool.
 bool can_cast(DType from, DType to) {
-  if (is_floating(from) && !is_floating(to)) return false;
+  if (is_complex(from) && !is_complex(to)) return false;
+  if (is_floating(from) && !is_floating(to) && !is_complex(to)) return false;
   return from == DType::Bool || to != DType::Bool;
 }
 
@@ -58,9 +59,27 @@ struct Plan {
   DType result;   // dtype of the output
 };
 
+// Complex operands: the field operations and equality (what the collectives' reductions and the optimizers
+// need); ordering, powers and bit operations are refused as in torch.
+template <class Context>
+Plan plan_complex_binary(BinaryOp op, DType promoted, const Context& who) {
+  switch (op) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+    case BinaryOp::Mul:
+    case BinaryOp::Div: return {promoted, promoted};
+    case BinaryOp::Eq:
+    case BinaryOp::Ne: return {promoted, DType::Bool};
+    default:
+      BRAID_THROW(InvalidArgument, "{}: not implemented for '{}' ({})", op_name(op), torch_type_name(promoted),
+                  who.str());
+  }
+}
+
 template <class Context>
 Plan plan_binary(BinaryOp op, DType a, DType b, DType promoted, const Context& who) {
   const auto name = op_name(op);
+  if (is_complex(promoted)) return plan_complex_binary(op, promoted, who);
   switch (op) {
     case BinaryOp::Sub:
       BRAID_CHECK_ARG(a != DType::Bool || b != DType::Bool,
@@ -105,7 +124,7 @@ void check_alpha(BinaryOp op, DType result, const Scalar& alpha, const Context& 
   if (op != BinaryOp::Add && op != BinaryOp::Sub) return;
   BRAID_CHECK_ARG(alpha.kind() != Scalar::Kind::Bool || result == DType::Bool,
                   "{}: Boolean alpha only supported for Boolean results ({})", op_name(op), who.str());
-  BRAID_CHECK_ARG(is_floating(result) || alpha.is_integral(),
+  BRAID_CHECK_ARG(is_floating(result) || is_complex(result) || alpha.is_integral(),
                   "{}: For integral input tensors, argument alpha must not be a floating point number. ({})",
                   op_name(op), who.str());
 }
@@ -189,6 +208,8 @@ void run_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, Scalar b
 
 template <class Context>
 DType unary_result(UnaryOp op, DType a, const Context& who) {
+  BRAID_CHECK_ARG(!is_complex(a) || op == UnaryOp::Neg, "{}: not implemented for '{}' ({})", op_name(op),
+                  torch_type_name(a), who.str());
   switch (op) {
     case UnaryOp::Neg:
       BRAID_CHECK_ARG(a != DType::Bool,

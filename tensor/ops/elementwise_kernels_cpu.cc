@@ -255,6 +255,26 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
   unsupported(name, out.dtype());
 }
 
+// std::complex<float> or std::complex<double> operands of one dtype; the front end admits only these ops.
+template <class C>
+void complex_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
+  using V = typename C::value_type;
+  const V al = static_cast<V>(alpha.to_double());
+  switch (op) {
+    case BinaryOp::Add:
+      if (al == V(1)) return run_binary<C, C, C>([](C x, C y) { return x + y; }, out, a, b);
+      return run_binary<C, C, C>([al](C x, C y) { return x + al * y; }, out, a, b);
+    case BinaryOp::Sub:
+      if (al == V(1)) return run_binary<C, C, C>([](C x, C y) { return x - y; }, out, a, b);
+      return run_binary<C, C, C>([al](C x, C y) { return x - al * y; }, out, a, b);
+    case BinaryOp::Mul: return run_binary<C, C, C>([](C x, C y) { return x * y; }, out, a, b);
+    case BinaryOp::Div: return run_binary<C, C, C>([](C x, C y) { return x / y; }, out, a, b);
+    case BinaryOp::Eq: return run_binary<bool, C, C>([](C x, C y) { return x == y; }, out, a, b);
+    case BinaryOp::Ne: return run_binary<bool, C, C>([](C x, C y) { return x != y; }, out, a, b);
+    default: unsupported(op_name(op), out.dtype());
+  }
+}
+
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& a) {
   using M = opmath_t<T>;
@@ -302,6 +322,11 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& a) {
 }  // namespace
 
 void cpu_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (is_complex(a.dtype())) {
+    BRAID_ASSERT(b.dtype() == a.dtype(), "{}: b {} with a {}", op_name(op), b.describe(), a.describe());
+    if (a.dtype() == DType::Complex64) return complex_binary<std::complex<float>>(op, out, a, b, alpha);
+    return complex_binary<std::complex<double>>(op, out, a, b, alpha);
+  }
   dispatch(a.dtype(), op_name(op).data(), [&]<class T>() {
     if (b.dtype() == a.dtype()) {
       binary_typed<T, T>(op, out, a, b, alpha);
@@ -317,11 +342,18 @@ void cpu_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
 }
 
 void cpu_unary(UnaryOp op, const Tensor& out, const Tensor& a) {
+  if (is_complex(a.dtype())) {
+    if (op != UnaryOp::Neg) unsupported(op_name(op), a.dtype());
+    dispatch_with_complex(a.dtype(), "neg", [&]<class C>() {
+      if constexpr (is_complex_v<C>) run<C, C>([](C x) { return -x; }, out, {&a});
+    });
+    return;
+  }
   dispatch(a.dtype(), op_name(op).data(), [&]<class T>() { unary_typed<T>(op, out, a); });
 }
 
 void cpu_where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  dispatch(out.dtype(), "where", [&]<class T>() {
+  dispatch_with_complex(out.dtype(), "where", [&]<class T>() {
     run<T, bool, T, T>([](bool c, T x, T y) { return c ? x : y; }, out, {&cond, &a, &b});
   });
 }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor/complex.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/factory.h"
@@ -319,13 +320,34 @@ DType sum_dtype(const Tensor& a, std::optional<DType> dtype) {
   return is_integral(a.dtype(), true) ? DType::Int64 : a.dtype();
 }
 
+// A complex sum or mean is that of the real and imaginary parts separately: reduce view_as_real(a) over
+// the same dims (wrapped against a, so the trailing parts dim is never among them) and view the result
+// as complex again.
+template <class F>
+Tensor over_parts(const Tensor& a, const Shape& dims, bool keepdim, const char* op, const F& reduce_parts) {
+  Shape wrapped;
+  for (int64_t d : dims) wrapped.push_back(wrap_dim(d, a.dim(), op));
+  if (dims.empty()) {
+    for (int64_t d = 0; d < a.dim(); ++d) wrapped.push_back(d);
+  }
+  if (wrapped.empty()) return a.clone();  // a 0-dim tensor reduces to itself
+  const Tensor parts = reduce_parts(view_as_real(a), wrapped, keepdim);
+  return view_as_complex(parts.contiguous());
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& a, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  if (is_complex(a.dtype()) && (!dtype || *dtype == a.dtype())) {
+    return over_parts(a, dims, keepdim, "sum", [](const Tensor& p, const Shape& d, bool k) { return sum(p, d, k); });
+  }
   return reduce(ReduceKind::Sum, a, dims, keepdim, sum_dtype(a, dtype), "sum");
 }
 
 Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
+  if (is_complex(a.dtype())) {
+    return over_parts(a, dims, keepdim, "mean", [](const Tensor& p, const Shape& d, bool k) { return mean(p, d, k); });
+  }
   check_floating(a, "mean");
   const Plan plan = make_plan(a, dims, keepdim, "mean");
   if (a.is_cuda()) {

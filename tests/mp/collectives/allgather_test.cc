@@ -54,7 +54,7 @@ TEST_CASE_METHOD(MpFixture, "allgather: non-contiguous inputs give the same resu
 TEST_CASE_METHOD(MpFixture, "allgather: every dtype, multi-element and empty tensors", "[allgather][dtype]") {
   auto pg = shared_group();
   const int ws = size();
-  for (DType dt : kAllDTypes) {
+  for (DType dt : kRealDTypes) {
     INFO("dtype " << dtype_name(dt));
     auto value_of = [&](int r) {
       return is_floating(dt) ? floats({r + 0.5, -r - 0.25, 3.0}, dt) : ints({r, 1 - r, 1LL << 40 | r}, dt);

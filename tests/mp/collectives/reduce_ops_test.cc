@@ -26,7 +26,7 @@ void check_refused(ProcessGroup& pg, F&& call) {
 
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce", "[allreduce][dtype]") {
   auto pg = shared_group();
-  for (DType dt : kAllDTypes) {
+  for (DType dt : kRealDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
       INFO(case_name(op, dt));
       TensorList xs{dev(reduce_input(op, dt, rank()))};
@@ -45,7 +45,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce", "[allreduce][dtype
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce to a rotating root", "[reduce][dtype]") {
   auto pg = shared_group();
   int n = 0;
-  for (DType dt : kAllDTypes) {
+  for (DType dt : kRealDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
       const int root = n++ % size();
       INFO(case_name(op, dt) << " root " << root);
@@ -66,7 +66,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce to a rotating root", "[
 
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce_coalesced of two tensors", "[allreduce_coalesced][dtype]") {
   auto pg = shared_group();
-  for (DType dt : kAllDTypes) {
+  for (DType dt : kRealDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
       INFO(case_name(op, dt));
       const Tensor input = reduce_input(op, dt, rank());
@@ -90,7 +90,7 @@ TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: allreduce_coalesced of two ten
 TEST_CASE_METHOD(MpFixture, "reduce ops x dtypes: reduce_scatter_tensor and reduce_scatter", "[reduce_scatter][dtype]") {
   auto pg = shared_group();
   const int ws = size();
-  for (DType dt : kAllDTypes) {
+  for (DType dt : kRealDTypes) {
     for (ReduceOp op : all_reduce_ops()) {
       INFO(case_name(op, dt));
       // Block b of rank r's input is the model input of rank (r + b) % ws: every block's reduction

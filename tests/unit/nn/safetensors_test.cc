@@ -40,7 +40,7 @@ TEST_CASE("safetensors: bit-exact round trip of every dtype, in order, with meta
   TempDir dir;
   std::mt19937_64 rng(42);
   StateDict sd;
-  for (DType d : kAllDTypes) {
+  for (DType d : kRealDTypes) {
     sd.emplace_back("t." + std::string(dtype_name(d)), random_bytes_tensor({3, 5}, d, rng));
   }
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();

@@ -62,8 +62,8 @@ Tensor make_dest(DType dtype, int layout) {
 }  // namespace
 
 TEST_CASE("copy_: every dtype pair on strided layouts matches the reference conversion", "[core][copy]") {
-  for (DType sd : kAllDTypes) {
-    for (DType dd : kAllDTypes) {
+  for (DType sd : kRealDTypes) {
+    for (DType dd : kRealDTypes) {
       for (int sl = 0; sl < 3; ++sl) {
         for (int dl = 0; dl < 2; ++dl) {
           INFO(dtype_name(sd) << " -> " << dtype_name(dd) << " layouts " << sl << "," << dl);

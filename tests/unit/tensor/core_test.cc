@@ -64,12 +64,12 @@ TEST_CASE("dtype: names, sizes and name parsing", "[core][dtype]") {
   const std::vector<std::pair<std::string, size_t>> expected = {
       {"bool", 1},    {"uint8", 1},    {"int8", 1},    {"int32", 4},  {"int64", 8},
       {"float16", 2}, {"bfloat16", 2}, {"float32", 4}, {"float64", 8}};
-  REQUIRE(kAllDTypes.size() == expected.size());
-  for (size_t i = 0; i < kAllDTypes.size(); ++i) {
-    CHECK(dtype_name(kAllDTypes[i]) == expected[i].first);
-    CHECK(element_size(kAllDTypes[i]) == expected[i].second);
-    CHECK(dtype_from_name(expected[i].first) == kAllDTypes[i]);
-    CHECK(fmt::format("{}", kAllDTypes[i]) == expected[i].first);
+  REQUIRE(kRealDTypes.size() == expected.size());
+  for (size_t i = 0; i < kRealDTypes.size(); ++i) {
+    CHECK(dtype_name(kRealDTypes[i]) == expected[i].first);
+    CHECK(element_size(kRealDTypes[i]) == expected[i].second);
+    CHECK(dtype_from_name(expected[i].first) == kRealDTypes[i]);
+    CHECK(fmt::format("{}", kRealDTypes[i]) == expected[i].first);
   }
   CHECK(dtype_from_name("float") == DType::Float32);
   CHECK(dtype_from_name("double") == DType::Float64);
@@ -90,7 +90,7 @@ TEST_CASE("dtype: promote_types follows PyTorch's table (int16 -> int32)", "[cor
   using D = DType;
   const D b = D::Bool, u8 = D::UInt8, i8 = D::Int8, i32 = D::Int32, i64 = D::Int64, f16 = D::Float16,
           bf = D::BFloat16, f32 = D::Float32, f64 = D::Float64;
-  // Rows and columns in kAllDTypes order.
+  // Rows and columns in kRealDTypes order.
   const D table[9][9] = {
       {b, u8, i8, i32, i64, f16, bf, f32, f64},          // bool
       {u8, u8, i32, i32, i64, f16, bf, f32, f64},        // uint8 (uint8 + int8 is int16 in PyTorch)
@@ -103,8 +103,8 @@ TEST_CASE("dtype: promote_types follows PyTorch's table (int16 -> int32)", "[cor
       {f64, f64, f64, f64, f64, f64, f64, f64, f64}};    // float64
   for (size_t i = 0; i < 9; ++i) {
     for (size_t j = 0; j < 9; ++j) {
-      INFO(dtype_name(kAllDTypes[i]) << " + " << dtype_name(kAllDTypes[j]));
-      CHECK(promote_types(kAllDTypes[i], kAllDTypes[j]) == table[i][j]);
+      INFO(dtype_name(kRealDTypes[i]) << " + " << dtype_name(kRealDTypes[j]));
+      CHECK(promote_types(kRealDTypes[i], kRealDTypes[j]) == table[i][j]);
     }
   }
 }
