@@ -93,6 +93,8 @@ class Module {
     add_child(std::move(name), module);
     return module;
   }
+  // Renames the module's type, as a module that changes role in place (BatchNorm2d -> SyncBatchNorm).
+  void set_type_name(std::string name) { type_name_ = std::move(name); }
   // Extra text for to_string(), e.g. "in_features=2, out_features=3".
   virtual std::string extra_repr() const { return {}; }
 

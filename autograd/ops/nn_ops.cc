@@ -102,6 +102,54 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
+Shape batch_norm_dims(const Tensor& x) {
+  Shape dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+Shape batch_norm_channel_shape(const Tensor& x) {
+  Shape shape(static_cast<size_t>(x.dim()), 1);
+  shape[1] = x.size(1);
+  return shape;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  BRAID_CHECK_ARG(x.dim() >= 2, "batch_norm: expected an input of at least 2 dims [N, C, *], got {}", x.describe());
+  const int64_t c = x.size(1);
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias}) {
+    BRAID_CHECK_ARG(!t->defined() || t->numel() == c,
+                    "batch_norm: per-channel tensor {} does not match the {} channels of input {}", t->describe(), c,
+                    x.describe());
+  }
+  const Shape dims = batch_norm_dims(x);
+  const Shape channel = batch_norm_channel_shape(x);
+  Tensor y;
+  if (training || !running_mean.defined()) {
+    const int64_t n = c == 0 ? 0 : x.numel() / c;
+    BRAID_CHECK_ARG(!training || n > 1, "batch_norm: Expected more than 1 value per channel when training, got input size {}",
+                    shape_str(x.shape()));
+    // Composed from differentiable ops, as layer_norm: the gradient follows from theirs.
+    const Tensor mu = autograd::mean(x, dims, true);
+    const Tensor xc = autograd::sub(x, mu);
+    const Tensor var = autograd::mean(autograd::mul(xc, xc), dims, true);
+    if (training && running_mean.defined()) {
+      // Raw ops: the running statistics are buffers, outside the graph.
+      const double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
+      running_mean.mul_(1.0 - momentum).add_(braid::mul(mu.view({c}), momentum));
+      running_var.mul_(1.0 - momentum).add_(braid::mul(var.view({c}), momentum * unbias));
+    }
+    y = autograd::mul(xc, autograd::pow(autograd::add(var, eps), -0.5));
+  } else {
+    const Tensor rstd = braid::pow(braid::add(running_var, eps), -0.5).view(channel);
+    y = autograd::mul(autograd::sub(x, running_mean.view(channel)), rstd);
+  }
+  if (weight.defined()) y = autograd::mul(y, autograd::reshape(weight, channel));
+  if (bias.defined()) y = autograd::add(y, autograd::reshape(bias, channel));
+  return y;
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   BRAID_CHECK_ARG(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got {}", p);
   if (!training || p == 0.0) return x;

@@ -21,6 +21,16 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 // Normalises over the trailing `normalized_shape` dims; weight/bias optional (elementwise affine).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// torch.nn.functional.batch_norm: input [N, C, *] normalised per channel C over every other dim. Training:
+// the batch's statistics, and running_mean/running_var (when defined) move toward them by `momentum`
+// (the variance unbiased, as torch's); otherwise the running statistics. weight/bias optional [C].
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps);
+// The dims a batch norm reduces over ({0, 2, 3, ...}) and the shape [1, C, 1, ...] its per-channel tensors
+// broadcast from, for an input of `x`'s rank.
+Shape batch_norm_dims(const Tensor& x);
+Shape batch_norm_channel_shape(const Tensor& x);
+
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training; identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 
