@@ -14,6 +14,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "parallel/ddp/default_hooks.h"
+#include "parallel/ddp/powersgd_math.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/linalg.h"
@@ -28,33 +29,6 @@ namespace {
 
 std::shared_ptr<spdlog::logger> logger() { return logging::get("braid.ddp"); }
 
-// PyTorch's _orthogonalize_gram_schmidt: the columns of `m` [rows, cols] made orthonormal in place, each
-// normalized and then projected out of the columns after it.
-void orthogonalize(const Tensor& m, double epsilon) {
-  const int64_t cols = m.size(1);
-  for (int64_t i = 0; i < cols; ++i) {
-    const Tensor col = m.narrow(1, i, 1);
-    const Tensor col_norm = norm(col);
-    if (epsilon != 0) {
-      binary_(BinaryOp::Div, col, add(col_norm, Scalar(epsilon)));
-    } else if (col_norm.item<double>() == 0) {
-      // PyTorch's intent for this case (its ZeroDivisionError branch); its tensor division gives NaNs.
-      static std::atomic<bool> warned{false};
-      if (!warned.exchange(true)) {
-        logger()->warn(
-            "PowerSGD: the matrix to be orthogonalized has a column of all 0s; it stays 0. Set a small "
-            "orthogonalization_epsilon (such as 1e-8) if this is not expected.");
-      }
-      col.zero_();
-    } else {
-      binary_(BinaryOp::Div, col, col_norm);
-    }
-    if (i + 1 < cols) {
-      const Tensor rest = m.narrow(1, i + 1, cols - i - 1);
-      rest.sub_(mul(sum(mul(col, rest), {0}, true), col));
-    }
-  }
-}
 
 // Views into `work` (the bucket's buffer) at the places bucket.gradients() occupy in it.
 // A bucket that lists no gradients is taken as one flat gradient (reduced uncompressed).
@@ -221,7 +195,7 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
     Generator gen(s.rng_.next_u64() % 1'000'000'000);
     for (auto& c : compressed) c.q.copy_(randn(c.q.shape(), dtype, &gen));
   }
-  for (auto& c : compressed) orthogonalize(c.q, o.orthogonalization_epsilon);
+  for (auto& c : compressed) powersgd_orthogonalize(c.q, o.orthogonalization_epsilon);
 
   // 4. P = M Q and the uncompressed gradients in one allreduce; this thread waits for it (header comment).
   for (auto& c : compressed) mm_out(c.p, c.matrix, c.q);
@@ -240,7 +214,7 @@ Future<Tensor> PowerSGDRunner::run(PowerSGDState& s, GradBucket& bucket) {
     at += g.numel();
   }
   for (auto& c : compressed) {
-    orthogonalize(c.p, o.orthogonalization_epsilon);  // the sum over ranks: no need to divide first
+    powersgd_orthogonalize(c.p, o.orthogonalization_epsilon);  // the sum over ranks: no need to divide first
     mm_out(c.q, c.matrix.t(), c.p);
   }
 

@@ -111,6 +111,7 @@ class PowerSGDState {
 
  private:
   friend class PowerSGDRunner;
+  friend class BatchedPowerSGDRunner;
 
   // Memory of one bucket index, kept across iterations; on the CPU (see the file comment).
   struct BucketMemory {
@@ -136,5 +137,12 @@ class PowerSGDState {
 };
 
 NamedCommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
+
+// PyTorch's batched_powerSGD_hook: the whole bucket, zero-padded to the next square (side = ceil(sqrt(n))),
+// is one [side, side] matrix compressed to rank matrix_approximation_rank, whatever the compression rate
+// (min_compression_rate is not consulted); error feedback and warm start as above, over the padded bucket.
+// Fewer, larger matrix products than powersgd_hook at a usually worse approximation. A state serves one
+// of the two hooks, not both.
+NamedCommHook batched_powersgd_hook(std::shared_ptr<PowerSGDState> state);
 
 }  // namespace braid::parallel

@@ -22,7 +22,7 @@ CommHookDefinition builtin(std::string name, std::string help, std::function<Nam
 
 // ddp.comm_hook: {kind: powersgd, args: {matrix_approximation_rank: 2, start_powersgd_iter: 10}}; the
 // defaults are PyTorch's PowerSGDState's.
-NamedCommHook make_powersgd(const CommHookBuild& b) {
+parallel::PowerSGDOptions powersgd_options(const CommHookBuild& b) {
   const detail::KeyReader args(b.args, "ddp.comm_hook.args");
   parallel::PowerSGDOptions o;
   o.matrix_approximation_rank = args.get_int("matrix_approximation_rank", o.matrix_approximation_rank);
@@ -34,8 +34,21 @@ NamedCommHook make_powersgd(const CommHookBuild& b) {
   const int64_t seed = args.get_int("random_seed", 0);
   BRAID_CHECK_ARG(seed >= 0, "ddp.comm_hook.args.random_seed: must be >= 0, got {}", seed);
   o.random_seed = static_cast<uint64_t>(seed);
-  return parallel::powersgd_hook(std::make_shared<parallel::PowerSGDState>(b.group, o));
+  return o;
 }
+
+NamedCommHook make_powersgd(const CommHookBuild& b) {
+  return parallel::powersgd_hook(std::make_shared<parallel::PowerSGDState>(b.group, powersgd_options(b)));
+}
+
+NamedCommHook make_batched_powersgd(const CommHookBuild& b) {
+  return parallel::batched_powersgd_hook(std::make_shared<parallel::PowerSGDState>(b.group, powersgd_options(b)));
+}
+
+const std::vector<std::string> kPowerSGDArgs = {"matrix_approximation_rank", "start_powersgd_iter",
+                                                "min_compression_rate",      "use_error_feedback",
+                                                "warm_start",                "orthogonalization_epsilon",
+                                                "random_seed"};
 
 NamedRegistry<CommHookDefinition>& hooks() {
   static NamedRegistry<CommHookDefinition> r("comm hook");
@@ -60,9 +73,11 @@ NamedRegistry<CommHookDefinition>& hooks() {
         builtin("powersgd",
                 "PowerSGD low-rank compression with error feedback (state kept in checkpoints); args as "
                 "PowerSGDState's",
-                make_powersgd,
-                {"matrix_approximation_rank", "start_powersgd_iter", "min_compression_rate", "use_error_feedback",
-                 "warm_start", "orthogonalization_epsilon", "random_seed"}),
+                make_powersgd, kPowerSGDArgs),
+        builtin("batched_powersgd",
+                "PowerSGD on the whole bucket as one zero-padded square matrix (fewer, larger products); args as "
+                "powersgd's",
+                make_batched_powersgd, kPowerSGDArgs),
     };
     for (const CommHookDefinition& d : all) r.add(d.name, d);
     return true;
