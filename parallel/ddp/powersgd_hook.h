@@ -17,8 +17,8 @@
 // The future holds the buffer with the result.
 //
 // Differences from PyTorch, all deliberate:
-//   * Orthogonalization is Gram-Schmidt at every rank (PyTorch uses QR above rank 2: the same column space,
-//     columns possibly of opposite sign, which P Q^T does not see).
+//   * Orthogonalization is Gram-Schmidt at every rank, twice above rank 2 (PyTorch uses QR there: the same
+//     column space, columns possibly of opposite sign, which P Q^T does not see).
 //   * A column whose norm is 0 (with orthogonalization_epsilon 0) becomes zeros. PyTorch means to do this
 //     (its ZeroDivisionError branch) but tensor division never raises, so it produces NaNs.
 //   * The uncompressed gradients and P share one allreduce (PyTorch issues two; the values are the same).

@@ -8,7 +8,8 @@
 //   TransformerWithSharedParams  token embeddings (vocab 23, d_model 16) into nn::Transformer (nhead 8, 2
 //                                encoder and 2 decoder layers, dim_feedforward 8, dropout 0), then an output
 //                                projection whose weight IS the embedding table (tied), plus common_fsdp's
-//                                two buffers. add_bn is false (BatchNorm is not in braid).
+//                                two buffers. Without common_fsdp's add_bn batch norm (the model kind predates
+//                                nn::BatchNorm1d; adding it would change every run of the kind).
 //
 // Both draw every parameter from a generator seeded with `seed`, so equal seeds give equal modules.
 #pragma once

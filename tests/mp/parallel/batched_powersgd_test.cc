@@ -127,3 +127,24 @@ TEST_CASE_METHOD(MpFixture, "batched PowerSGD: through register_comm_hook on a D
     model->zero_grad();
   }
 }
+
+TEST_CASE_METHOD(MpFixture, "batched PowerSGD: a rank-1 gradient at full rank is still exact", "[powersgd][batched]") {
+  // P = M Q has one independent column: the others are rounding noise, which must not be normalized into
+  // spurious directions (powersgd_math.h).
+  auto pg = shared_group();
+  const auto v = [](int r, int64_t i) {
+    return (r + 1) * (1.0 + static_cast<double>(i / 8)) * std::cos(static_cast<double>(i % 8));
+  };
+  const RankValues rv{v, DType::Float32};
+  const std::vector<double> avg = rv.average(size(), kNumel);
+  PowerSGDOptions o;
+  o.matrix_approximation_rank = 8;
+  o.start_powersgd_iter = 2;
+  const auto hook = parallel::batched_powersgd_hook(std::make_shared<PowerSGDState>(pg, o));
+  for (int it = 0; it < 4; ++it) {
+    parallel::GradBucket bucket = make_bucket(kShapes, [&](int64_t i) { return v(rank(), i); });
+    const Tensor got = hook.hook(bucket).value();
+    INFO("iteration " << it << ": max error " << max_abs_error(got, avg));
+    CHECK(all_close(got, avg, 1e-4, 1e-5));
+  }
+}
