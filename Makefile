@@ -52,16 +52,17 @@ MPIRUN := mpirun -np $(NP) --oversubscribe
 CTEST_FLAGS := --output-on-failure --timeout $(TEST_TIMEOUT) -j$(JOBS)
 
 # Sanitizer runtime options. protect_shadow_gap=0 lets the CUDA runtime map its memory under ASan;
-# allocator_may_return_null=1 lets an impossible request fail as it does without ASan, so that braid's own
-# OutOfMemoryError (what the out-of-memory tests check) is what surfaces, not ASan's abort; the
-# suppression files silence leaks and races inside Open MPI, UCX and friends, never in braid. Tests run
-# under mpirun set their own, stronger options (BRAID_MPI_TEST_ENV in cmake/Sanitizers.cmake).
+# allocator_may_return_null=1 (both sanitizers) lets an impossible request fail as it does without
+# them, so that braid's own OutOfMemoryError (what the out-of-memory tests check) is what surfaces, not the
+# sanitizer's abort; the suppression files silence leaks and races inside Open MPI, UCX and friends, never
+# in braid. Tests run under mpirun set their own, stronger options (BRAID_MPI_TEST_ENV in
+# cmake/Sanitizers.cmake).
 SAN_DIR := $(CURDIR)/scripts/sanitizers
 ASAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
             LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp:print_suppressions=0 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # UCX_MEM_MMAP_HOOK_MODE=none: UCX's mmap/madvise hooks crash TSan's interceptors at thread exit.
-TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1 \
+TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:second_deadlock_stack=1:halt_on_error=1:allocator_may_return_null=1 \
             UCX_MEM_MMAP_HOOK_MODE=none
 
 # make check-all: the sanitizer builds' share of the tests. Every unit test, and multi-process suites that

@@ -32,7 +32,7 @@ elseif("thread" IN_LIST _san_list)
   # UCX_MEM_MMAP_HOOK_MODE=none: UCX's libucm patches madvise/mmap, and TSan's interceptors crash inside
   # those hooks when a thread exits (any binary that links UCX, such as `braid`).
   set(BRAID_MPI_TEST_ENV
-    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/sanitizers/tsan.supp:halt_on_error=1"
+    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/sanitizers/tsan.supp:halt_on_error=1:allocator_may_return_null=1"
     "OMPI_MCA_mca_base_component_disable_dlclose=1"
     "UCX_MEM_MMAP_HOOK_MODE=none")
 endif()
