@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "parallel/control_device.h"
+#include "parallel/flat_params.h"
 #include "parallel/ddp/default_hooks.h"
 #include "tensor/factory.h"
 
@@ -73,23 +74,11 @@ void PeriodicModelAverager::average_parameters(const nn::TensorList& params) {
   }
   const double inv = 1.0 / static_cast<double>(group_->size());
   for (const auto& [kind, indices] : by_kind) {
-    int64_t total = 0;
-    for (size_t i : indices) total += params[i].numel();
-    const Device where = control_device(*group_, params[indices[0]]);
-    Tensor flat = Tensor::empty({total}, TensorOptions(kind.first, where));
-    int64_t at = 0;
-    for (size_t i : indices) {
-      flat.narrow(0, at, params[i].numel()).copy_(params[i].reshape({-1}));
-      at += params[i].numel();
-    }
+    Tensor flat = pack_params(params, indices, control_device(*group_, params[indices[0]]));
     flat.mul_(inv);
     collectives::TensorList ts{flat};
     group_->allreduce(ts)->wait();
-    at = 0;
-    for (size_t i : indices) {
-      params[i].copy_(flat.narrow(0, at, params[i].numel()).view(params[i].shape()));
-      at += params[i].numel();
-    }
+    unpack_params(flat, params, indices);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "autograd/variable.h"
 #include "base/check.h"
 #include "parallel/control_device.h"
+#include "parallel/flat_params.h"
 #include "tensor/factory.h"
 #include "tensor/ops/shape_ops.h"
 #include "tensor/serialize.h"
@@ -128,27 +129,17 @@ void ZeroRedundancyOptimizer::broadcast_from_owners() {
   }
   for (const auto& [key, indices] : groups) {
     const int root = std::get<0>(key);
+    const Device where = control_device(*group_, params_[indices[0]]);
+    const bool mine = group_->rank() == root;
     int64_t total = 0;
     for (size_t i : indices) total += params_[i].numel();
-    const Device where = control_device(*group_, params_[indices[0]]);
-    Tensor flat = Tensor::empty({total}, TensorOptions(std::get<1>(key), where));
-    if (group_->rank() == root) {
-      int64_t at = 0;
-      for (size_t i : indices) {
-        flat.narrow(0, at, params_[i].numel()).copy_(params_[i].reshape({-1}));
-        at += params_[i].numel();
-      }
-    }
+    Tensor flat = mine ? pack_params(params_, indices, where)
+                       : Tensor::empty({total}, TensorOptions(std::get<1>(key), where));
     collectives::TensorList ts{flat};
     collectives::BroadcastOptions o;
     o.root_rank = root;
     group_->broadcast(ts, o)->wait();
-    if (group_->rank() == root) continue;
-    int64_t at = 0;
-    for (size_t i : indices) {
-      params_[i].copy_(flat.narrow(0, at, params_[i].numel()).view(params_[i].shape()));
-      at += params_[i].numel();
-    }
+    if (!mine) unpack_params(flat, params_, indices);
   }
 }
 
